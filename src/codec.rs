@@ -1,0 +1,249 @@
+//! The per-byte loop, shared by compression and decompression.
+//!
+//! For every byte: the predictor's distribution is quantised, the coder encodes (or decodes) the
+//! byte with it, and the predictor learns the byte. Both directions run [`code_frame`] and differ
+//! only in the [`Direction`] they pass, so they compute the same thing by construction.
+
+use std::io::{Read, Write};
+
+use anyhow::{Context, Result};
+
+use crate::coder::{Decoder, Encoder, QuantizedPdf};
+use crate::format::{self, FRAME_MAX, FormatError};
+use crate::predictor::{self, BytePredictor};
+use crate::recipe::Recipe;
+
+/// How far a compression or decompression has come, reported every [`PROGRESS_EVERY`] bytes and
+/// at the end of every frame.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Progress {
+    /// Uncompressed bytes done.
+    pub bytes: u64,
+    /// Bits the coder has spent on them (the model's cost; the container adds a few bytes).
+    pub bits: f64,
+}
+
+impl Progress {
+    pub fn bits_per_byte(&self) -> f64 {
+        if self.bytes == 0 { 0.0 } else { self.bits / self.bytes as f64 }
+    }
+}
+
+/// Bytes between progress reports.
+pub const PROGRESS_EVERY: u64 = 4096;
+
+/// What a finished run did.
+#[derive(Clone, Debug)]
+pub struct Summary {
+    pub recipe: Recipe,
+    /// Uncompressed length.
+    pub raw_bytes: u64,
+    /// Length of the `.lmz` stream.
+    pub lmz_bytes: u64,
+}
+
+/// A progress callback; returning an error (say, on Ctrl-C) stops the run with that error.
+pub type ProgressFn<'a> = &'a mut dyn FnMut(Progress) -> Result<()>;
+
+/// A writer that counts what passes through it.
+struct Counting<W> {
+    inner: W,
+    count: u64,
+}
+
+impl<W: Write> Write for Counting<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.count += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// A reader that counts what passes through it.
+struct CountingReader<R> {
+    inner: R,
+    count: u64,
+}
+
+impl<R: Read> Read for CountingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count += n as u64;
+        Ok(n)
+    }
+}
+
+enum Direction<'a> {
+    Encode(&'a mut Encoder),
+    Decode(&'a mut Decoder),
+}
+
+/// Codes the bytes of one frame: `bytes` is read when encoding and filled when decoding.
+fn code_frame(
+    predictor: &mut dyn BytePredictor,
+    quantized: &mut QuantizedPdf,
+    mut direction: Direction<'_>,
+    bytes: &mut [u8],
+    progress: &mut Progress,
+    report: ProgressFn<'_>,
+) -> Result<()> {
+    for slot in bytes.iter_mut() {
+        quantized.set(predictor.pdf());
+        let byte = match &mut direction {
+            Direction::Encode(enc) => {
+                enc.encode(*slot, quantized)?;
+                *slot
+            }
+            Direction::Decode(dec) => {
+                *slot = dec.decode(quantized)?;
+                *slot
+            }
+        };
+        progress.bits += quantized.cost_bits(byte);
+        progress.bytes += 1;
+        predictor.learn(byte);
+        if progress.bytes % PROGRESS_EVERY == 0 {
+            report(*progress)?;
+        }
+    }
+    Ok(())
+}
+
+/// Fills `buf` from `r` until it is full or the input ends; returns the bytes read.
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match r.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
+/// Compresses all of `input` into `output` as one `.lmz` stream.
+pub fn compress(
+    recipe: &Recipe,
+    mut input: impl Read,
+    output: impl Write,
+    report: ProgressFn<'_>,
+) -> Result<Summary> {
+    recipe.validate()?;
+    let mut out = Counting {
+        inner: output,
+        count: 0,
+    };
+    let mut predictor = predictor::build(recipe)?;
+    format::write_header(&mut out, &recipe.to_json()).context("cannot write output")?;
+    let mut quantized = QuantizedPdf::new();
+    let mut buf = vec![0u8; FRAME_MAX];
+    let mut crc = crc32fast::Hasher::new();
+    let mut progress = Progress::default();
+    loop {
+        let n = read_full(&mut input, &mut buf).context("cannot read input")?;
+        if n == 0 {
+            break;
+        }
+        crc.update(&buf[..n]);
+        let mut enc = Encoder::new();
+        code_frame(
+            predictor.as_mut(),
+            &mut quantized,
+            Direction::Encode(&mut enc),
+            &mut buf[..n],
+            &mut progress,
+            report,
+        )?;
+        format::write_frame(&mut out, n, &enc.finish()).context("cannot write output")?;
+        report(progress)?;
+    }
+    format::write_end(&mut out, progress.bytes, crc.finalize()).context("cannot write output")?;
+    out.flush().context("cannot write output")?;
+    Ok(Summary {
+        recipe: recipe.clone(),
+        raw_bytes: progress.bytes,
+        lmz_bytes: out.count,
+    })
+}
+
+/// Decompresses one `.lmz` stream from `input` into `output`, checking length and CRC32.
+/// Output is written frame by frame; on error, what was written must be discarded (the CLI
+/// writes to a temporary file and removes it).
+pub fn decompress(input: impl Read, output: impl Write, report: ProgressFn<'_>) -> Result<Summary> {
+    let mut input = CountingReader {
+        inner: input,
+        count: 0,
+    };
+    let mut output = output;
+    let header = format::read_header(&mut input)?;
+    format::check_numerics(&header)?;
+    let recipe = Recipe::from_json(&header.recipe)
+        .map_err(|e| FormatError::BadHeader(format!("{e:#}")))?;
+    let mut predictor = predictor::build(&recipe)?;
+    let mut quantized = QuantizedPdf::new();
+    let mut buf = vec![0u8; FRAME_MAX];
+    let mut crc = crc32fast::Hasher::new();
+    let mut progress = Progress::default();
+    let mut index = 0u64;
+    while let Some(frame) = format::read_frame(&mut input, index)? {
+        let mut dec = Decoder::new(frame.words).map_err(|e| FormatError::BadFrame {
+            index,
+            why: format!("{e:#}"),
+        })?;
+        let bytes = &mut buf[..frame.raw_len];
+        code_frame(
+            predictor.as_mut(),
+            &mut quantized,
+            Direction::Decode(&mut dec),
+            bytes,
+            &mut progress,
+            report,
+        )
+        .with_context(|| format!("in frame {index}"))?;
+        crc.update(bytes);
+        output.write_all(bytes).context("cannot write output")?;
+        report(progress)?;
+        index += 1;
+    }
+    let trailer = format::read_trailer(&mut input)?;
+    if trailer.total_len != progress.bytes {
+        return Err(FormatError::LengthMismatch {
+            trailer: trailer.total_len,
+            decoded: progress.bytes,
+        }
+        .into());
+    }
+    let actual = crc.finalize();
+    if actual != trailer.crc {
+        return Err(FormatError::ChecksumMismatch {
+            expected: trailer.crc,
+            actual,
+        }
+        .into());
+    }
+    output.flush().context("cannot write output")?;
+    Ok(Summary {
+        recipe,
+        raw_bytes: progress.bytes,
+        lmz_bytes: input.count,
+    })
+}
+
+/// Compresses a byte slice in memory (tests, benchmarks).
+pub fn compress_bytes(recipe: &Recipe, data: &[u8]) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    compress(recipe, data, &mut out, &mut |_| Ok(()))?;
+    Ok(out)
+}
+
+/// Decompresses a byte slice in memory (tests, benchmarks).
+pub fn decompress_bytes(lmz: &[u8]) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    decompress(lmz, &mut out, &mut |_| Ok(()))?;
+    Ok(out)
+}

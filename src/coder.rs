@@ -1,0 +1,226 @@
+//! Range coding of bytes with constriction's queue (range) coder.
+//!
+//! The model's f64 distribution is quantised here, by integer-exact arithmetic, into frequencies
+//! that sum to exactly 2^[`PRECISION`] and are at least 1 each: every byte stays codable whatever
+//! the model says, and the encoder and decoder derive the same table from the same f64 values.
+//! (constriction's own float constructors allocate per call and, fed values whose sum is not
+//! exactly 1, can give a symbol zero width; this table avoids both.)
+
+use std::borrow::Borrow;
+use std::num::NonZeroU32;
+
+use anyhow::{Result, anyhow};
+use constriction::stream::model::{DecoderModel, EncoderModel, EntropyModel};
+use constriction::stream::queue::{DefaultRangeDecoder, DefaultRangeEncoder};
+use constriction::stream::{Decode, Encode};
+
+use crate::model::VOCAB;
+
+/// Bits of probability resolution: constriction's default range coder (u32 words, u64 state)
+/// supports up to 24.
+pub const PRECISION: usize = 24;
+const TOTAL: u32 = 1 << PRECISION;
+/// Frequency units shared out by the model; the other `VOCAB` units give each byte its floor of 1.
+const SPREAD: f64 = (TOTAL - VOCAB as u32) as f64;
+
+/// A byte distribution quantised for the coder: `cdf[s]..cdf[s+1]` is byte `s`'s interval.
+pub struct QuantizedPdf {
+    cdf: [u32; VOCAB + 1],
+}
+
+impl Default for QuantizedPdf {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl QuantizedPdf {
+    pub fn new() -> Self {
+        let mut q = QuantizedPdf {
+            cdf: [0; VOCAB + 1],
+        };
+        q.set_uniform();
+        q
+    }
+
+    fn set_uniform(&mut self) {
+        for (s, c) in self.cdf.iter_mut().enumerate() {
+            *c = (s as u32) * (TOTAL / VOCAB as u32);
+        }
+    }
+
+    /// Quantises a normalised distribution. Each byte gets `1 + floor(p · (2^24 − 256))`; what
+    /// rounding leaves over goes to the most probable byte (the first of equals). A pdf with a
+    /// non-finite or negative entry codes with the uniform table instead.
+    pub fn set(&mut self, pdf: &[f64]) {
+        debug_assert_eq!(pdf.len(), VOCAB);
+        let mut freq = [0u32; VOCAB];
+        let mut total = 0u32;
+        let mut best = 0usize;
+        for (s, &p) in pdf.iter().enumerate() {
+            if !(p.is_finite() && p >= 0.0) {
+                self.set_uniform();
+                return;
+            }
+            // p ≤ 1 after normalisation; the min guards a pdf that sums slightly above 1.
+            let f = 1 + ((p.min(1.0) * SPREAD) as u32).min(TOTAL - VOCAB as u32);
+            freq[s] = f;
+            total += f;
+            if f > freq[best] {
+                best = s;
+            }
+        }
+        if total > TOTAL {
+            // Only reachable if the pdf sums above 1: fall back rather than overflow.
+            self.set_uniform();
+            return;
+        }
+        freq[best] += TOTAL - total;
+        let mut acc = 0u32;
+        for s in 0..VOCAB {
+            self.cdf[s] = acc;
+            acc += freq[s];
+        }
+        self.cdf[VOCAB] = acc;
+    }
+
+    /// Bits the coder spends on `byte` under this table.
+    pub fn cost_bits(&self, byte: u8) -> f64 {
+        let f = self.cdf[byte as usize + 1] - self.cdf[byte as usize];
+        PRECISION as f64 - (f as f64).log2()
+    }
+}
+
+impl EntropyModel<PRECISION> for QuantizedPdf {
+    type Symbol = u8;
+    type Probability = u32;
+}
+
+impl EncoderModel<PRECISION> for QuantizedPdf {
+    fn left_cumulative_and_probability(
+        &self,
+        symbol: impl Borrow<u8>,
+    ) -> Option<(u32, NonZeroU32)> {
+        let s = *symbol.borrow() as usize;
+        let left = self.cdf[s];
+        NonZeroU32::new(self.cdf[s + 1] - left).map(|p| (left, p))
+    }
+}
+
+impl DecoderModel<PRECISION> for QuantizedPdf {
+    fn quantile_function(&self, quantile: u32) -> (u8, u32, NonZeroU32) {
+        // The last s with cdf[s] <= quantile; every interval is non-empty, so s < VOCAB.
+        let s = self.cdf[1..VOCAB].partition_point(|&c| c <= quantile);
+        let left = self.cdf[s];
+        let width = NonZeroU32::new(self.cdf[s + 1] - left).expect("every frequency is >= 1");
+        (s as u8, left, width)
+    }
+}
+
+/// Encodes bytes into 32-bit words.
+pub struct Encoder {
+    inner: DefaultRangeEncoder,
+}
+
+impl Default for Encoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Encoder {
+    pub fn new() -> Self {
+        Self {
+            inner: DefaultRangeEncoder::new(),
+        }
+    }
+
+    pub fn encode(&mut self, byte: u8, pdf: &QuantizedPdf) -> Result<()> {
+        self.inner
+            .encode_symbol(byte, pdf)
+            .map_err(|e| anyhow!("range encoder failed: {e:?}"))
+    }
+
+    /// Flushes the coder and returns the compressed words.
+    pub fn finish(self) -> Vec<u32> {
+        self.inner
+            .into_compressed()
+            .unwrap_or_else(|never| match never {})
+    }
+}
+
+/// Decodes bytes from the words an [`Encoder`] wrote.
+pub struct Decoder {
+    inner: DefaultRangeDecoder,
+}
+
+impl Decoder {
+    pub fn new(words: Vec<u32>) -> Result<Self> {
+        let inner = DefaultRangeDecoder::from_compressed(words)
+            .map_err(|_| anyhow!("compressed frame is too short to start the range decoder"))?;
+        Ok(Self { inner })
+    }
+
+    /// Decodes one byte. Corrupt data may still decode to some byte: the frame's length and the
+    /// file's CRC catch that.
+    pub fn decode(&mut self, pdf: &QuantizedPdf) -> Result<u8> {
+        self.inner
+            .decode_symbol(pdf)
+            .map_err(|e| anyhow!("corrupt compressed data ({e:?})"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn skewed_pdf(seed: u64) -> Vec<f64> {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut p: Vec<f64> = (0..VOCAB)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                ((x >> 11) as f64 / (1u64 << 53) as f64).powi(8)
+            })
+            .collect();
+        let sum: f64 = p.iter().sum();
+        p.iter_mut().for_each(|v| *v /= sum);
+        p
+    }
+
+    #[test]
+    fn quantized_table_is_complete_and_positive() {
+        let mut q = QuantizedPdf::new();
+        let mut certain = vec![0.0; VOCAB];
+        certain[200] = 1.0;
+        for pdf in [skewed_pdf(1), certain, vec![1.0 / 256.0; VOCAB]] {
+            q.set(&pdf);
+            assert_eq!(q.cdf[0], 0);
+            assert_eq!(q.cdf[VOCAB], TOTAL);
+            assert!(q.cdf.windows(2).all(|w| w[1] > w[0]));
+        }
+        let mut bad = skewed_pdf(2);
+        bad[3] = f64::NAN;
+        q.set(&bad);
+        assert_eq!(q.cdf[VOCAB], TOTAL);
+        assert!((q.cost_bits(7) - 8.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn encode_then_decode_gives_the_bytes_back() {
+        let bytes: Vec<u8> = (0..5000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let mut enc = Encoder::new();
+        let mut q = QuantizedPdf::new();
+        for (i, &b) in bytes.iter().enumerate() {
+            q.set(&skewed_pdf(i as u64));
+            enc.encode(b, &q).unwrap();
+        }
+        let words = enc.finish();
+        let mut dec = Decoder::new(words).unwrap();
+        for (i, &b) in bytes.iter().enumerate() {
+            q.set(&skewed_pdf(i as u64));
+            assert_eq!(dec.decode(&q).unwrap(), b, "byte {i}");
+        }
+    }
+}

@@ -1,0 +1,308 @@
+//! The `.lmz` container (docs/format.md): a header that carries the recipe, the coded data in
+//! frames of at most [`FRAME_MAX`] input bytes, and a trailer with the input's length and CRC32.
+//!
+//! Every length read from a file is checked against a bound before anything is allocated, and
+//! every part carries a CRC32, so a damaged file fails with a [`FormatError`] that says where.
+
+use std::fmt;
+use std::io::{self, Read, Write};
+
+/// First bytes of every `.lmz` file.
+pub const MAGIC: [u8; 4] = *b"LMZ\x1a";
+/// Version of the container layout.
+pub const FORMAT_VERSION: u8 = 1;
+/// Version of the computation: bumped whenever the bytes the encoder produces for a recipe
+/// change (model math, quantisation, training order). A file decodes only with the same version.
+pub const NUMERICS_VERSION: u8 = 1;
+/// Input bytes per frame. A frame is coded as a whole, so this bounds memory on both sides.
+pub const FRAME_MAX: usize = 1 << 20;
+/// Largest accepted recipe text.
+pub const RECIPE_MAX: usize = 1 << 16;
+
+/// Largest number of 32-bit words a frame of `raw_len` bytes can take: every byte costs at most
+/// 24 bits (its frequency is at least 1 in 2^24), and the coder flushes at most two words.
+pub fn max_words(raw_len: usize) -> usize {
+    (raw_len * 24).div_ceil(32) + 2
+}
+
+/// What is wrong with a file that does not decode.
+#[derive(Debug)]
+pub enum FormatError {
+    NotLmz,
+    UnsupportedFormat(u8),
+    NumericsMismatch { file: u8, build: u8 },
+    Truncated(&'static str),
+    BadHeader(String),
+    BadFrame { index: u64, why: String },
+    LengthMismatch { trailer: u64, decoded: u64 },
+    ChecksumMismatch { expected: u32, actual: u32 },
+    TrailingData,
+}
+
+impl fmt::Display for FormatError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FormatError::NotLmz => write!(f, "not an lmzip file (bad magic number)"),
+            FormatError::UnsupportedFormat(v) => write!(
+                f,
+                "unsupported format version {v} (this build reads version {FORMAT_VERSION})"
+            ),
+            FormatError::NumericsMismatch { file, build } => write!(
+                f,
+                "file was made with numerics version {file}; this build computes version {build} \
+                 and cannot reproduce its model"
+            ),
+            FormatError::Truncated(what) => write!(f, "file is truncated (in the {what})"),
+            FormatError::BadHeader(why) => write!(f, "corrupt header: {why}"),
+            FormatError::BadFrame { index, why } => write!(f, "corrupt frame {index}: {why}"),
+            FormatError::LengthMismatch { trailer, decoded } => write!(
+                f,
+                "corrupt file: trailer says {trailer} bytes but {decoded} were decoded"
+            ),
+            FormatError::ChecksumMismatch { expected, actual } => write!(
+                f,
+                "checksum mismatch: expected CRC32 {expected:08x}, decoded data has {actual:08x}"
+            ),
+            FormatError::TrailingData => write!(f, "corrupt file: data after the end of the stream"),
+        }
+    }
+}
+
+impl std::error::Error for FormatError {}
+
+/// Reads exactly `buf.len()` bytes, turning an early end into [`FormatError::Truncated`].
+fn read_exact_or(r: &mut impl Read, buf: &mut [u8], what: &'static str) -> anyhow::Result<()> {
+    match r.read_exact(buf) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Err(FormatError::Truncated(what).into()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn read_u32(r: &mut impl Read, what: &'static str) -> anyhow::Result<u32> {
+    let mut b = [0u8; 4];
+    read_exact_or(r, &mut b, what)?;
+    Ok(u32::from_le_bytes(b))
+}
+
+/// The parsed header.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Header {
+    pub numerics_version: u8,
+    /// The recipe's canonical JSON text (see [`crate::recipe::Recipe::from_json`]).
+    pub recipe: String,
+}
+
+/// Header layout: magic (4), format version (1), numerics version (1), flags (2, zero),
+/// recipe length (u32 LE), recipe (UTF-8 JSON), CRC32 of all the preceding header bytes.
+pub fn write_header(w: &mut impl Write, recipe_json: &str) -> io::Result<()> {
+    let mut buf = Vec::with_capacity(16 + recipe_json.len());
+    buf.extend_from_slice(&MAGIC);
+    buf.push(FORMAT_VERSION);
+    buf.push(NUMERICS_VERSION);
+    buf.extend_from_slice(&0u16.to_le_bytes());
+    buf.extend_from_slice(&(recipe_json.len() as u32).to_le_bytes());
+    buf.extend_from_slice(recipe_json.as_bytes());
+    let crc = crc32fast::hash(&buf);
+    buf.extend_from_slice(&crc.to_le_bytes());
+    w.write_all(&buf)
+}
+
+/// Reads and checks a header. The numerics version is returned, not judged: `info` shows it
+/// for any file, and [`check_numerics`] refuses to decode a foreign one.
+pub fn read_header(r: &mut impl Read) -> anyhow::Result<Header> {
+    let mut fixed = [0u8; 12];
+    let mut first = [0u8; 4];
+    read_exact_or(r, &mut first, "header")?;
+    if first != MAGIC {
+        return Err(FormatError::NotLmz.into());
+    }
+    fixed[..4].copy_from_slice(&first);
+    read_exact_or(r, &mut fixed[4..], "header")?;
+    if fixed[4] != FORMAT_VERSION {
+        return Err(FormatError::UnsupportedFormat(fixed[4]).into());
+    }
+    let numerics_version = fixed[5];
+    if fixed[6] != 0 || fixed[7] != 0 {
+        return Err(FormatError::BadHeader("unknown flags are set".into()).into());
+    }
+    let len = u32::from_le_bytes(fixed[8..12].try_into().unwrap()) as usize;
+    if len > RECIPE_MAX {
+        return Err(FormatError::BadHeader(format!("recipe length {len} exceeds {RECIPE_MAX}")).into());
+    }
+    let mut recipe = vec![0u8; len];
+    read_exact_or(r, &mut recipe, "header")?;
+    let stored_crc = read_u32(r, "header")?;
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&fixed);
+    hasher.update(&recipe);
+    if hasher.finalize() != stored_crc {
+        return Err(FormatError::BadHeader("header checksum mismatch".into()).into());
+    }
+    let recipe = String::from_utf8(recipe)
+        .map_err(|_| FormatError::BadHeader("recipe is not UTF-8".into()))?;
+    Ok(Header {
+        numerics_version,
+        recipe,
+    })
+}
+
+/// Refuses a file whose numerics this build does not compute.
+pub fn check_numerics(header: &Header) -> Result<(), FormatError> {
+    if header.numerics_version != NUMERICS_VERSION {
+        return Err(FormatError::NumericsMismatch {
+            file: header.numerics_version,
+            build: NUMERICS_VERSION,
+        });
+    }
+    Ok(())
+}
+
+/// Frame layout: input length (u32 LE, 1..=FRAME_MAX), word count (u32 LE), the coder's words
+/// (u32 LE each), CRC32 of the frame's preceding bytes. An input length of 0 ends the frames.
+pub fn write_frame(w: &mut impl Write, raw_len: usize, words: &[u32]) -> io::Result<()> {
+    debug_assert!(raw_len > 0 && raw_len <= FRAME_MAX && words.len() <= max_words(raw_len));
+    let mut buf = Vec::with_capacity(12 + 4 * words.len());
+    buf.extend_from_slice(&(raw_len as u32).to_le_bytes());
+    buf.extend_from_slice(&(words.len() as u32).to_le_bytes());
+    for word in words {
+        buf.extend_from_slice(&word.to_le_bytes());
+    }
+    let crc = crc32fast::hash(&buf);
+    buf.extend_from_slice(&crc.to_le_bytes());
+    w.write_all(&buf)
+}
+
+/// One frame as read: how many bytes it decodes to and the coder's words.
+pub struct Frame {
+    pub raw_len: usize,
+    pub words: Vec<u32>,
+}
+
+/// Reads the next frame, or `None` at the end marker.
+pub fn read_frame(r: &mut impl Read, index: u64) -> anyhow::Result<Option<Frame>> {
+    let raw_len = read_u32(r, "frame list")? as usize;
+    if raw_len == 0 {
+        return Ok(None);
+    }
+    let bad = |why: String| FormatError::BadFrame { index, why };
+    if raw_len > FRAME_MAX {
+        return Err(bad(format!("length {raw_len} exceeds {FRAME_MAX}")).into());
+    }
+    let n_words = read_u32(r, "frame")? as usize;
+    if n_words > max_words(raw_len) {
+        return Err(bad(format!("{n_words} words cannot code {raw_len} bytes")).into());
+    }
+    let mut bytes = vec![0u8; 4 * n_words];
+    read_exact_or(r, &mut bytes, "frame")?;
+    let stored_crc = read_u32(r, "frame")?;
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&(raw_len as u32).to_le_bytes());
+    hasher.update(&(n_words as u32).to_le_bytes());
+    hasher.update(&bytes);
+    if hasher.finalize() != stored_crc {
+        return Err(bad("frame checksum mismatch".into()).into());
+    }
+    let words = bytes
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    Ok(Some(Frame { raw_len, words }))
+}
+
+/// End marker and trailer: a zero frame length, then the input's length (u64 LE) and CRC32.
+pub fn write_end(w: &mut impl Write, total_len: u64, crc: u32) -> io::Result<()> {
+    let mut buf = [0u8; 16];
+    buf[4..12].copy_from_slice(&total_len.to_le_bytes());
+    buf[12..16].copy_from_slice(&crc.to_le_bytes());
+    w.write_all(&buf)
+}
+
+/// The trailer after the end marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Trailer {
+    pub total_len: u64,
+    pub crc: u32,
+}
+
+/// Reads the trailer (the end marker is already consumed) and checks that nothing follows.
+pub fn read_trailer(r: &mut impl Read) -> anyhow::Result<Trailer> {
+    let mut buf = [0u8; 12];
+    read_exact_or(r, &mut buf, "trailer")?;
+    let mut extra = [0u8; 1];
+    loop {
+        match r.read(&mut extra) {
+            Ok(0) => break,
+            Ok(_) => return Err(FormatError::TrailingData.into()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(Trailer {
+        total_len: u64::from_le_bytes(buf[..8].try_into().unwrap()),
+        crc: u32::from_le_bytes(buf[8..].try_into().unwrap()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Vec<u8> {
+        let mut f = Vec::new();
+        write_header(&mut f, "{\"x\":1}").unwrap();
+        write_frame(&mut f, 3, &[1, 2]).unwrap();
+        write_end(&mut f, 3, 0xDEAD_BEEF).unwrap();
+        f
+    }
+
+    #[test]
+    fn parts_read_back() {
+        let f = sample();
+        let mut r = &f[..];
+        let h = read_header(&mut r).unwrap();
+        assert_eq!(h.recipe, "{\"x\":1}");
+        let frame = read_frame(&mut r, 0).unwrap().unwrap();
+        assert_eq!((frame.raw_len, frame.words), (3, vec![1, 2]));
+        assert!(read_frame(&mut r, 1).unwrap().is_none());
+        let t = read_trailer(&mut r).unwrap();
+        assert_eq!((t.total_len, t.crc), (3, 0xDEAD_BEEF));
+    }
+
+    #[test]
+    fn every_truncation_and_flip_is_an_error() {
+        let f = sample();
+        let parse = |b: &[u8]| -> anyhow::Result<()> {
+            let mut r = b;
+            read_header(&mut r)?;
+            let mut i = 0;
+            while read_frame(&mut r, i)?.is_some() {
+                i += 1;
+            }
+            let t = read_trailer(&mut r)?;
+            anyhow::ensure!(t.total_len == 3 && t.crc == 0xDEAD_BEEF, "trailer changed");
+            Ok(())
+        };
+        parse(&f).unwrap();
+        for n in 0..f.len() {
+            assert!(parse(&f[..n]).is_err(), "truncated to {n}");
+        }
+        for bit in 0..f.len() * 8 {
+            let mut g = f.clone();
+            g[bit / 8] ^= 1 << (bit % 8);
+            assert!(parse(&g).is_err(), "bit {bit}");
+        }
+    }
+
+    #[test]
+    fn lying_lengths_are_refused_before_allocating() {
+        let mut f = Vec::new();
+        write_header(&mut f, "{}").unwrap();
+        f.extend_from_slice(&(FRAME_MAX as u32).to_le_bytes());
+        f.extend_from_slice(&u32::MAX.to_le_bytes());
+        let mut r = &f[..];
+        read_header(&mut r).unwrap();
+        let err = read_frame(&mut r, 0).err().unwrap().to_string();
+        assert!(err.contains("cannot code"), "{err}");
+    }
+}

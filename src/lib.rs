@@ -1,0 +1,17 @@
+//! lmzip: a lossless compressor whose model is a small byte-level neural network (Mamba-1 or
+//! RWKV-7) that learns the data while it compresses it.
+//!
+//! The path of a byte: [`predictor`] gives a distribution over the next byte, [`coder`] spends
+//! `-log2 p` bits on the byte that came, the predictor trains on it ([`train`]) and runs its
+//! [`model`] forward. [`codec`] runs that loop in both directions and [`format`] frames the
+//! result; the decoder repeats the encoder's computation bit for bit (docs/determinism.md).
+
+pub mod codec;
+pub mod coder;
+pub mod format;
+pub mod kernels;
+pub mod model;
+pub mod params;
+pub mod predictor;
+pub mod recipe;
+pub mod train;

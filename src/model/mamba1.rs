@@ -1,0 +1,699 @@
+//! Mamba-1 byte model: selective state-space blocks over a residual stream, one byte at a time.
+//!
+//! Dimensions:
+//! - `V` = 256 byte values
+//! - `H` = hidden width (residual stream)
+//! - `I` = inner width of a mixer (usually 2·H)
+//! - `S` = SSM state size per inner channel
+//! - `K` = depthwise convolution width
+//! - `R` = rank of the step-size (Δ) projection
+//!
+//! One block: `h += out_proj( ssm( silu(conv(x)) ) · silu(z) )` with `[x; z] = in_proj(rms(h))`.
+//! Weight names are the native safetensors keys (`model.layers.N.mixer.*`). The convolution's
+//! tap 0 multiplies the newest input (native layout).
+
+use anyhow::Result;
+
+use crate::kernels::{self, math};
+use crate::model::{Network, VOCAB};
+use crate::params::{Group, InitRng, ParamSet, Scope, Slot};
+
+/// Training groups, indexed by [`Group`].
+pub const GROUPS: &[&str] = &[
+    "embed",
+    "layer_norm",
+    "mixer_conv",
+    "mixer_ssm",
+    "mixer_proj",
+    "head",
+    "bias",
+];
+const EMBED: Group = 0;
+const LAYER_NORM: Group = 1;
+const MIXER_CONV: Group = 2;
+const MIXER_SSM: Group = 3;
+const MIXER_PROJ: Group = 4;
+const HEAD: Group = 5;
+
+/// RMSNorm epsilon of the reference implementation.
+const NORM_EPS: f32 = 1e-5;
+
+// ---------------------------------------------------------------------------------------------
+// Config
+// ---------------------------------------------------------------------------------------------
+
+/// Sizes of a Mamba-1 network.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// `H`
+    pub hidden: usize,
+    pub layers: usize,
+    /// `I`
+    pub inner: usize,
+    /// `S`
+    pub state: usize,
+    /// `K`
+    pub conv: usize,
+    /// `R`
+    pub dt_rank: usize,
+}
+
+impl Default for Config {
+    /// The measured default (README.md, "Defaults"): small enough that weights and Adam moments
+    /// stay near the core's cache.
+    fn default() -> Self {
+        Self {
+            hidden: 128,
+            layers: 2,
+            inner: 256,
+            state: 16,
+            conv: 4,
+            dt_rank: 8,
+        }
+    }
+}
+
+impl Config {
+    pub fn validate(&self) -> Result<()> {
+        for (name, v) in [
+            ("hidden", self.hidden),
+            ("layers", self.layers),
+            ("inner", self.inner),
+            ("state", self.state),
+            ("conv", self.conv),
+            ("dt_rank", self.dt_rank),
+        ] {
+            if v == 0 || v > crate::recipe::MAX_DIM {
+                anyhow::bail!("mamba1 {name} = {v} is out of range (1..={})", crate::recipe::MAX_DIM);
+            }
+        }
+        if self.layers > 64 || self.conv > 64 || self.state > 256 {
+            anyhow::bail!("mamba1 config is too large (at most 64 layers, conv 64, state 256)");
+        }
+        let params = self.param_count();
+        if params > 256 << 20 {
+            anyhow::bail!("mamba1 config has {params} parameters, more than this build accepts");
+        }
+        Ok(())
+    }
+
+    /// Number of parameters (without the output bias).
+    pub fn param_count(&self) -> usize {
+        let (h, i, s, k, r) = (self.hidden, self.inner, self.state, self.conv, self.dt_rank);
+        let layer = h + 2 * i * h + 2 * i + i * k + i + (r + 2 * s) * i + i * r + i + 2 * i * s + i + h * i + h;
+        2 * VOCAB * h + h + self.layers * layer
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Weights: slots into the ParamSet
+// ---------------------------------------------------------------------------------------------
+
+struct LayerSlots {
+    norm_w: Slot,     // [H]
+    in_proj_w: Slot,  // [2I, H]
+    in_proj_b: Slot,  // [2I]
+    conv_w: Slot,     // [I, 1, K]
+    conv_b: Slot,     // [I]
+    x_proj_w: Slot,   // [R + 2S, I]
+    dt_proj_w: Slot,  // [I, R]
+    dt_proj_b: Slot,  // [I]
+    a_log: Slot,      // [I, S]; A = −exp(A_log)
+    d: Slot,          // [I]
+    out_proj_w: Slot, // [H, I]
+    out_proj_b: Slot, // [H]
+}
+
+struct Slots {
+    embed: Slot,        // [V, H]
+    final_norm_w: Slot, // [H]
+    lm_head: Slot,      // [V, H]
+    layers: Vec<LayerSlots>,
+}
+
+/// Registers every tensor, in the order (and with the names) of model files.
+fn register(cfg: &Config, p: &mut ParamSet) -> Slots {
+    let (h, i, s, k, r) = (cfg.hidden, cfg.inner, cfg.state, cfg.conv, cfg.dt_rank);
+    let embed = p.add_sparse_rows("model.embeddings.weight", &[VOCAB, h], EMBED);
+    let final_norm_w = p.add("model.norm.weight", &[h], LAYER_NORM);
+    let lm_head = p.add("lm_head.weight", &[VOCAB, h], HEAD);
+    let layers = (0..cfg.layers)
+        .map(|l| {
+            let m = format!("model.layers.{l}.mixer");
+            LayerSlots {
+                norm_w: p.add(format!("model.layers.{l}.norm.weight"), &[h], LAYER_NORM),
+                in_proj_w: p.add(format!("{m}.in_proj.weight"), &[2 * i, h], MIXER_PROJ),
+                in_proj_b: p.add(format!("{m}.in_proj.bias"), &[2 * i], MIXER_PROJ),
+                conv_w: p.add(format!("{m}.conv1d.weight"), &[i, 1, k], MIXER_CONV),
+                conv_b: p.add(format!("{m}.conv1d.bias"), &[i], MIXER_CONV),
+                x_proj_w: p.add(format!("{m}.x_proj.weight"), &[r + 2 * s, i], MIXER_PROJ),
+                dt_proj_w: p.add(format!("{m}.dt_proj.weight"), &[i, r], MIXER_PROJ),
+                dt_proj_b: p.add(format!("{m}.dt_proj.bias"), &[i], MIXER_PROJ),
+                a_log: p.add(format!("{m}.A_log"), &[i, s], MIXER_SSM),
+                d: p.add(format!("{m}.D"), &[i], MIXER_SSM),
+                out_proj_w: p.add(format!("{m}.out_proj.weight"), &[h, i], MIXER_PROJ),
+                out_proj_b: p.add(format!("{m}.out_proj.bias"), &[h], MIXER_PROJ),
+            }
+        })
+        .collect();
+    Slots {
+        embed,
+        final_norm_w,
+        lm_head,
+        layers,
+    }
+}
+
+/// Seeded initialisation of the reference system: the same generator, scales and order, so a
+/// seed gives the same starting weights.
+fn init_random(slots: &Slots, p: &mut ParamSet, seed: u64) {
+    let mut rng = InitRng::new(seed);
+    rng.fill_uniform(p.get_mut(slots.embed), 0.02);
+    p.get_mut(slots.final_norm_w).fill(1.0);
+    rng.fill_uniform(p.get_mut(slots.lm_head), 0.02);
+    for l in &slots.layers {
+        p.get_mut(l.norm_w).fill(1.0);
+        rng.fill_uniform(p.get_mut(l.in_proj_w), 0.02);
+        rng.fill_uniform(p.get_mut(l.conv_w), 0.05);
+        rng.fill_uniform(p.get_mut(l.x_proj_w), 0.02);
+        rng.fill_uniform(p.get_mut(l.dt_proj_w), 0.02);
+        // softplus(−2) ≈ 0.13: a moderate initial step size.
+        p.get_mut(l.dt_proj_b).fill(-2.0);
+        // A_log = 0, so A = −1 for every channel and state.
+        p.get_mut(l.a_log).fill(0.0);
+        p.get_mut(l.d).fill(1.0);
+        rng.fill_uniform(p.get_mut(l.out_proj_w), 0.02);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// State: what carries from byte to byte
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone)]
+pub struct LayerState {
+    /// The convolution's previous K−1 inputs per channel, newest first: `[I, K−1]`.
+    conv: Vec<f32>,
+    /// SSM state `[I, S]`.
+    ssm: Vec<f32>,
+}
+
+#[derive(Clone)]
+pub struct State {
+    layers: Vec<LayerState>,
+}
+
+/// Gradient with respect to a [`State`].
+pub type Carry = State;
+
+// ---------------------------------------------------------------------------------------------
+// Trace: what backward needs from one forward step
+// ---------------------------------------------------------------------------------------------
+
+struct LayerTrace {
+    h_in: Vec<f32>,      // [H] residual stream entering the block
+    norm: Vec<f32>,      // [H] rms(h_in)·w
+    xz: Vec<f32>,        // [2I] in_proj output: x (conv input) then z (gate input)
+    conv_prev: Vec<f32>, // [I, K−1] convolution inputs before this step
+    conv_pre: Vec<f32>,  // [I] convolution output
+    conv_sig: Vec<f32>,  // [I] sigmoid(conv_pre)
+    u: Vec<f32>,         // [I] silu(conv_pre): the SSM input
+    proj: Vec<f32>,      // [R + 2S] x_proj output: Δ-rank part, B, C
+    dt_pre: Vec<f32>,    // [I] dt_proj output + bias
+    dt: Vec<f32>,        // [I] softplus(dt_pre)
+    gate: Vec<f32>,      // [I] silu(z)
+    gate_sig: Vec<f32>,  // [I] sigmoid(z)
+    y_pre: Vec<f32>,     // [I] SSM output before the gate
+    y: Vec<f32>,         // [I] gated output
+    da: Vec<f32>,        // [I, S] exp(Δ·A)
+    ssm_prev: Vec<f32>,  // [I, S] state before this step
+    ssm_new: Vec<f32>,   // [I, S] state after this step
+}
+
+pub struct Trace {
+    token: u8,
+    layers: Vec<LayerTrace>,
+    h_final: Vec<f32>, // [H] residual stream after the last block
+    norm_f: Vec<f32>,  // [H] final norm: the LM head's input
+}
+
+impl Trace {
+    fn new(cfg: &Config) -> Self {
+        let (h, i, s, k, r) = (cfg.hidden, cfg.inner, cfg.state, cfg.conv, cfg.dt_rank);
+        let z = |n: usize| vec![0.0f32; n];
+        Trace {
+            token: 0,
+            layers: (0..cfg.layers)
+                .map(|_| LayerTrace {
+                    h_in: z(h),
+                    norm: z(h),
+                    xz: z(2 * i),
+                    conv_prev: z(i * (k - 1)),
+                    conv_pre: z(i),
+                    conv_sig: z(i),
+                    u: z(i),
+                    proj: z(r + 2 * s),
+                    dt_pre: z(i),
+                    dt: z(i),
+                    gate: z(i),
+                    gate_sig: z(i),
+                    y_pre: z(i),
+                    y: z(i),
+                    da: z(i * s),
+                    ssm_prev: z(i * s),
+                    ssm_new: z(i * s),
+                })
+                .collect(),
+            h_final: z(h),
+            norm_f: z(h),
+        }
+    }
+}
+
+/// Gradient buffers of one backward step.
+struct GradScratch {
+    h: Vec<f32>,    // [H] dL/d(residual stream)
+    h_in: Vec<f32>, // [H] dL/d(residual stream entering the block being walked back)
+    norm: Vec<f32>, // [H]
+    y: Vec<f32>,    // [I]
+    xz: Vec<f32>,   // [2I]
+    u: Vec<f32>,    // [I] dL/d(SSM input u)
+    dt_pre: Vec<f32>, // [I]
+    proj: Vec<f32>, // [R + 2S]
+    ssm: Vec<f32>,  // [S] dL/d(new state) of one channel
+    conv_carry: Vec<f32>, // [K−1]
+}
+
+// ---------------------------------------------------------------------------------------------
+// The network
+// ---------------------------------------------------------------------------------------------
+
+pub struct Mamba1 {
+    cfg: Config,
+    slots: Slots,
+    /// A = −exp(A_log) per layer, refreshed whenever the parameters change.
+    a: Vec<Vec<f32>>,
+    /// The trace an untraced forward writes into: traced and untraced forward run one code path.
+    scratch: Trace,
+    logits: Vec<f32>,
+    /// One block's output before it joins the residual stream, `[H]`.
+    block_out: Vec<f32>,
+    /// Δ·A of one layer before exponentiation, `[I, S]`.
+    dt_a: Vec<f32>,
+    g: GradScratch,
+}
+
+impl Mamba1 {
+    /// A freshly initialised network and its parameters.
+    pub fn new_random(cfg: Config, seed: u64) -> Result<(Self, ParamSet)> {
+        cfg.validate()?;
+        let mut params = ParamSet::new();
+        let slots = register(&cfg, &mut params);
+        init_random(&slots, &mut params, seed);
+        let net = Self::with_slots(cfg, slots, &params);
+        Ok((net, params))
+    }
+
+    fn with_slots(cfg: Config, slots: Slots, params: &ParamSet) -> Self {
+        let (h, i, s, k, r) = (cfg.hidden, cfg.inner, cfg.state, cfg.conv, cfg.dt_rank);
+        let mut net = Mamba1 {
+            a: vec![vec![0.0; i * s]; cfg.layers],
+            scratch: Trace::new(&cfg),
+            logits: vec![0.0; VOCAB],
+            block_out: vec![0.0; h],
+            dt_a: vec![0.0; i * s],
+            g: GradScratch {
+                h: vec![0.0; h],
+                h_in: vec![0.0; h],
+                norm: vec![0.0; h],
+                y: vec![0.0; i],
+                xz: vec![0.0; 2 * i],
+                u: vec![0.0; i],
+                dt_pre: vec![0.0; i],
+                proj: vec![0.0; r + 2 * s],
+                ssm: vec![0.0; s],
+                conv_carry: vec![0.0; k - 1],
+            },
+            cfg,
+            slots,
+        };
+        net.refresh(params);
+        net
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+}
+
+/// `out = x / sqrt(mean(x²) + ε) · w`.
+fn rms_norm(x: &[f32], w: &[f32], out: &mut [f32]) {
+    let inv = rms_inv(x);
+    for ((o, &xi), &wi) in out.iter_mut().zip(x).zip(w) {
+        *o = xi * inv * wi;
+    }
+}
+
+fn rms_inv(x: &[f32]) -> f32 {
+    let mean_sq = kernels::dot(x, x) / x.len() as f32;
+    1.0 / (mean_sq + NORM_EPS).sqrt()
+}
+
+/// Backward of [`rms_norm`]: from `g_out` writes `g_x` and adds the weight gradient to `g_w`
+/// when given. With `r = 1/sqrt(mean(x²)+ε)`: `g_x = g_out·w·r − x · r³/n · Σ g_out·w·x`.
+fn rms_norm_backward(x: &[f32], w: &[f32], g_out: &[f32], g_x: &mut [f32], g_w: Option<&mut [f32]>) {
+    let n = x.len() as f32;
+    let inv = rms_inv(x);
+    if let Some(g_w) = g_w {
+        for ((gw, &go), &xi) in g_w.iter_mut().zip(g_out).zip(x) {
+            *gw += go * xi * inv;
+        }
+    }
+    let mut s = 0.0f32;
+    for ((&go, &wi), &xi) in g_out.iter().zip(w).zip(x) {
+        s += go * wi * xi;
+    }
+    let coeff = -s * inv * inv * inv / n;
+    for (((gx, &go), &wi), &xi) in g_x.iter_mut().zip(g_out).zip(w).zip(x) {
+        *gx = go * wi * inv + xi * coeff;
+    }
+}
+
+impl Network for Mamba1 {
+    type State = State;
+    type Trace = Trace;
+    type Carry = Carry;
+
+    fn groups(&self) -> &'static [&'static str] {
+        GROUPS
+    }
+
+    fn new_state(&self) -> State {
+        let (i, s, k) = (self.cfg.inner, self.cfg.state, self.cfg.conv);
+        State {
+            layers: (0..self.cfg.layers)
+                .map(|_| LayerState {
+                    conv: vec![0.0; i * (k - 1)],
+                    ssm: vec![0.0; i * s],
+                })
+                .collect(),
+        }
+    }
+
+    fn new_trace(&self) -> Trace {
+        Trace::new(&self.cfg)
+    }
+
+    fn new_carry(&self) -> Carry {
+        self.new_state()
+    }
+
+    fn clear_carry(&self, carry: &mut Carry) {
+        for l in &mut carry.layers {
+            l.conv.fill(0.0);
+            l.ssm.fill(0.0);
+        }
+    }
+
+    fn refresh(&mut self, params: &ParamSet) {
+        for (a, l) in self.a.iter_mut().zip(&self.slots.layers) {
+            kernels::exp_into(params.get(l.a_log), a);
+            for v in a.iter_mut() {
+                *v = -*v;
+            }
+        }
+    }
+
+    fn forward(&mut self, params: &ParamSet, state: &mut State, token: u8, trace: Option<&mut Trace>) -> &[f32] {
+        let tr = match trace {
+            Some(t) => t,
+            None => &mut self.scratch,
+        };
+        let (h, i, s, k, r) = (
+            self.cfg.hidden,
+            self.cfg.inner,
+            self.cfg.state,
+            self.cfg.conv,
+            self.cfg.dt_rank,
+        );
+        let p = |slot: Slot| slot.of(&params.data);
+        tr.token = token;
+
+        // 1. h = embed[token]
+        let mut h_buf = std::mem::take(&mut tr.h_final);
+        h_buf.copy_from_slice(p(self.slots.embed.row(token as usize, h)));
+
+        for (l, ((ls, st), lt)) in self
+            .slots
+            .layers
+            .iter()
+            .zip(state.layers.iter_mut())
+            .zip(tr.layers.iter_mut())
+            .enumerate()
+        {
+            lt.h_in.copy_from_slice(&h_buf);
+            // 2. norm = rms(h) · norm_w
+            rms_norm(&h_buf, p(ls.norm_w), &mut lt.norm);
+            // 3. [x; z] = in_proj_w · norm + in_proj_b
+            kernels::gemv(p(ls.in_proj_w), &lt.norm, &mut lt.xz, 2 * i, h);
+            kernels::add_assign(&mut lt.xz, p(ls.in_proj_b));
+            // 4. conv_pre[c] = Σ_t conv_w[c,t] · x[c, now − t] + conv_b[c]   (tap 0 = newest)
+            //    then shift x into the window.
+            lt.conv_prev.copy_from_slice(&st.conv);
+            let (cw, cb) = (p(ls.conv_w), p(ls.conv_b));
+            for c in 0..i {
+                let x_now = lt.xz[c];
+                let hist = &mut st.conv[c * (k - 1)..(c + 1) * (k - 1)];
+                let w = &cw[c * k..(c + 1) * k];
+                let mut acc = w[0] * x_now;
+                for t in 1..k {
+                    acc += w[t] * hist[t - 1];
+                }
+                lt.conv_pre[c] = acc + cb[c];
+                if k > 1 {
+                    hist.copy_within(0..k - 2, 1);
+                    hist[0] = x_now;
+                }
+            }
+            // 5. u = silu(conv_pre)
+            for c in 0..i {
+                let (u, sig) = math::silu_with_sigmoid(lt.conv_pre[c]);
+                lt.u[c] = u;
+                lt.conv_sig[c] = sig;
+            }
+            // 6. [δ; B; C] = x_proj_w · u
+            kernels::gemv(p(ls.x_proj_w), &lt.u, &mut lt.proj, r + 2 * s, i);
+            // 7. Δ = softplus(dt_proj_w · δ + dt_proj_b)
+            kernels::gemv(p(ls.dt_proj_w), &lt.proj[..r], &mut lt.dt_pre, i, r);
+            kernels::add_assign(&mut lt.dt_pre, p(ls.dt_proj_b));
+            for c in 0..i {
+                lt.dt[c] = math::softplus(lt.dt_pre[c]);
+            }
+            // 8. dA = exp(Δ · A)
+            let a = &self.a[l];
+            for c in 0..i {
+                let dt = lt.dt[c];
+                for j in 0..s {
+                    self.dt_a[c * s + j] = dt * a[c * s + j];
+                }
+            }
+            kernels::exp_into(&self.dt_a, &mut lt.da);
+            // 9. s' = s · dA + (u·Δ) · B;   y_pre = C · s' + D · u;   y = y_pre · silu(z)
+            lt.ssm_prev.copy_from_slice(&st.ssm);
+            let (b_vec, c_vec) = (&lt.proj[r..r + s], &lt.proj[r + s..r + 2 * s]);
+            let d = p(ls.d);
+            for c in 0..i {
+                let u_dt = lt.u[c] * lt.dt[c];
+                let row = c * s..(c + 1) * s;
+                for (((sn, &sp), &da), &bj) in st.ssm[row.clone()]
+                    .iter_mut()
+                    .zip(&lt.ssm_prev[row.clone()])
+                    .zip(&lt.da[row.clone()])
+                    .zip(b_vec)
+                {
+                    *sn = sp * da + u_dt * bj;
+                }
+                lt.y_pre[c] = kernels::dot(&st.ssm[row], c_vec) + d[c] * lt.u[c];
+                let (gate, gate_sig) = math::silu_with_sigmoid(lt.xz[i + c]);
+                lt.gate[c] = gate;
+                lt.gate_sig[c] = gate_sig;
+                lt.y[c] = lt.y_pre[c] * gate;
+            }
+            lt.ssm_new.copy_from_slice(&st.ssm);
+            // 10. h += out_proj_w · y + out_proj_b
+            let out = &mut self.block_out;
+            kernels::gemv(p(ls.out_proj_w), &lt.y, out, h, i);
+            kernels::add_assign(out, p(ls.out_proj_b));
+            kernels::add_assign(&mut h_buf, out);
+        }
+
+        // 11. logits = lm_head · rms(h) · final_norm_w
+        rms_norm(&h_buf, p(self.slots.final_norm_w), &mut tr.norm_f);
+        kernels::gemv(p(self.slots.lm_head), &tr.norm_f, &mut self.logits, VOCAB, h);
+        tr.h_final = h_buf;
+        &self.logits
+    }
+
+    fn backward(
+        &mut self,
+        params: &ParamSet,
+        tr: &Trace,
+        grad_logits: &[f32],
+        scope: Scope,
+        grads: &mut [f32],
+        mut carry: Option<&mut Carry>,
+    ) {
+        let (h, i, s, k, r) = (
+            self.cfg.hidden,
+            self.cfg.inner,
+            self.cfg.state,
+            self.cfg.conv,
+            self.cfg.dt_rank,
+        );
+        let p = |slot: Slot| slot.of(&params.data);
+        let g = &mut self.g;
+        let sl = &self.slots;
+
+        // 11. logits = lm_head · norm_f
+        if scope.has(HEAD) {
+            kernels::add_outer(sl.lm_head.of_mut(grads), VOCAB, h, grad_logits, &tr.norm_f);
+        }
+        let below = [EMBED, LAYER_NORM, MIXER_CONV, MIXER_SSM, MIXER_PROJ];
+        if !below.iter().any(|&gr| scope.has(gr)) {
+            return;
+        }
+        kernels::gemv_t(p(sl.lm_head), grad_logits, &mut g.norm, VOCAB, h);
+        //     norm_f = rms(h_final) · final_norm_w
+        let gw = scope.has(LAYER_NORM).then(|| sl.final_norm_w.of_mut(grads));
+        rms_norm_backward(&tr.h_final, p(sl.final_norm_w), &g.norm, &mut g.h, gw);
+
+        for l in (0..self.cfg.layers).rev() {
+            let (ls, lt) = (&sl.layers[l], &tr.layers[l]);
+            let a = &self.a[l];
+            // 10. h_out = h_in + out_proj_w · y + out_proj_b   (g.h is dL/dh_out = dL/dout)
+            if scope.has(MIXER_PROJ) {
+                kernels::add_outer(ls.out_proj_w.of_mut(grads), h, i, &g.h, &lt.y);
+                kernels::add_assign(ls.out_proj_b.of_mut(grads), &g.h);
+            }
+            kernels::gemv_t(p(ls.out_proj_w), &g.h, &mut g.y, h, i);
+
+            // 9. back through the gate and the selective scan, channel by channel.
+            let (b_vec, c_vec) = (&lt.proj[r..r + s], &lt.proj[r + s..r + 2 * s]);
+            g.proj.fill(0.0);
+            let d = p(ls.d);
+            let mut layer_carry = carry.as_deref_mut().map(|c| &mut c.layers[l]);
+            for c in 0..i {
+                let g_y_pre = g.y[c] * lt.gate[c];
+                let g_gate = g.y[c] * lt.y_pre[c];
+                g.xz[i + c] = g_gate * math::silu_grad(lt.xz[i + c], lt.gate_sig[c]);
+
+                let (u, dt) = (lt.u[c], lt.dt[c]);
+                let u_dt = u * dt;
+                let mut g_u = g_y_pre * d[c];
+                if scope.has(MIXER_SSM) {
+                    ls.d.of_mut(grads)[c] += g_y_pre * u;
+                }
+                let row = c * s..(c + 1) * s;
+                // dL/ds' = g_y_pre · C (+ what later bytes pass back)
+                for j in 0..s {
+                    g.ssm[j] = g_y_pre * c_vec[j];
+                }
+                if let Some(lc) = layer_carry.as_deref() {
+                    kernels::add_assign(&mut g.ssm, &lc.ssm[row.clone()]);
+                }
+                let mut g_u_dt = 0.0f32;
+                let mut g_dt = 0.0f32;
+                for j in 0..s {
+                    let idx = c * s + j;
+                    let gs = g.ssm[j];
+                    // C_j gradient: y_pre = Σ_j C_j s'_j
+                    g.proj[r + s + j] += g_y_pre * lt.ssm_new[idx];
+                    // s'_j = s_j · dA_j + (u·Δ) · B_j
+                    g_u_dt += gs * b_vec[j];
+                    g.proj[r + j] += gs * u_dt;
+                    let g_da = gs * lt.ssm_prev[idx];
+                    // dA_j = exp(Δ · A_j), A_j = −exp(A_log_j)
+                    let g_dt_a = g_da * lt.da[idx];
+                    g_dt += g_dt_a * a[idx];
+                    if scope.has(MIXER_SSM) {
+                        // dL/dA_log = dL/dA · dA/dA_log = (g_dt_a · Δ) · A
+                        ls.a_log.of_mut(grads)[idx] += g_dt_a * dt * a[idx];
+                    }
+                }
+                if let Some(lc) = layer_carry.as_deref_mut() {
+                    for j in 0..s {
+                        lc.ssm[c * s + j] = g.ssm[j] * lt.da[c * s + j];
+                    }
+                }
+                g_u += g_u_dt * dt;
+                g_dt += g_u_dt * u;
+                // 7. Δ = softplus(dt_pre)
+                g.dt_pre[c] = g_dt * math::sigmoid(lt.dt_pre[c]);
+                g.u[c] = g_u;
+            }
+
+            // 7. dt_pre = dt_proj_w · δ + dt_proj_b
+            if scope.has(MIXER_PROJ) {
+                kernels::add_outer(ls.dt_proj_w.of_mut(grads), i, r, &g.dt_pre, &lt.proj[..r]);
+                kernels::add_assign(ls.dt_proj_b.of_mut(grads), &g.dt_pre);
+            }
+            {
+                let (g_delta, _) = g.proj.split_at_mut(r);
+                kernels::gemv_t(p(ls.dt_proj_w), &g.dt_pre, g_delta, i, r);
+            }
+            // 6. proj = x_proj_w · u
+            if scope.has(MIXER_PROJ) {
+                kernels::add_outer(ls.x_proj_w.of_mut(grads), r + 2 * s, i, &g.proj, &lt.u);
+            }
+            kernels::gemv_t_acc(p(ls.x_proj_w), &g.proj, &mut g.u, r + 2 * s, i);
+
+            // 5. u = silu(conv_pre);  4. conv_pre = Σ_t w_t · x_{now−t} + b
+            let cw = p(ls.conv_w);
+            for c in 0..i {
+                let g_pre = g.u[c] * math::silu_grad(lt.conv_pre[c], lt.conv_sig[c]);
+                let hist = &lt.conv_prev[c * (k - 1)..(c + 1) * (k - 1)];
+                let w = &cw[c * k..(c + 1) * k];
+                if scope.has(MIXER_CONV) {
+                    let gw = &mut ls.conv_w.of_mut(grads)[c * k..(c + 1) * k];
+                    gw[0] += g_pre * lt.xz[c];
+                    for t in 1..k {
+                        gw[t] += g_pre * hist[t - 1];
+                    }
+                    ls.conv_b.of_mut(grads)[c] += g_pre;
+                }
+                let mut g_x = g_pre * w[0];
+                if let Some(lc) = layer_carry.as_deref_mut() {
+                    // The window after this step was [x_now, hist[0..K−2]]; before it, hist.
+                    let cc = &mut lc.conv[c * (k - 1)..(c + 1) * (k - 1)];
+                    if k > 1 {
+                        g_x += cc[0];
+                        for t in 1..k {
+                            let from_shift = if t < k - 1 { cc[t] } else { 0.0 };
+                            g.conv_carry[t - 1] = g_pre * w[t] + from_shift;
+                        }
+                        cc.copy_from_slice(&g.conv_carry);
+                    }
+                }
+                g.xz[c] = g_x;
+            }
+
+            // 3. xz = in_proj_w · norm + in_proj_b
+            if scope.has(MIXER_PROJ) {
+                kernels::add_outer(ls.in_proj_w.of_mut(grads), 2 * i, h, &g.xz, &lt.norm);
+                kernels::add_assign(ls.in_proj_b.of_mut(grads), &g.xz);
+            }
+            kernels::gemv_t(p(ls.in_proj_w), &g.xz, &mut g.norm, 2 * i, h);
+            // 2. norm = rms(h_in) · norm_w; the residual passes g.h through unchanged.
+            let gw = scope.has(LAYER_NORM).then(|| ls.norm_w.of_mut(grads));
+            rms_norm_backward(&lt.h_in, p(ls.norm_w), &g.norm, &mut g.h_in, gw);
+            kernels::add_assign(&mut g.h_in, &g.h);
+            std::mem::swap(&mut g.h, &mut g.h_in);
+        }
+
+        // 1. h = embed[token]
+        if scope.has(EMBED) {
+            let row = sl.embed.row(tr.token as usize, h);
+            kernels::add_assign(row.of_mut(grads), &g.h);
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! The byte-level networks behind one interface, one file per model.
+//!
+//! A network is a function of its parameters: it keeps its layout (the [`Slot`]s of its tensors
+//! in a [`ParamSet`]), its scratch buffers and caches derived from the parameters, while the
+//! parameters themselves live in the `ParamSet` that the trainer owns. One forward step reads one
+//! byte and gives the logits of the next; one backward step walks that forward step back.
+//!
+//! [`Slot`]: crate::params::Slot
+
+pub mod mamba1;
+pub mod rwkv7;
+
+use crate::params::{ParamSet, Scope};
+
+/// Number of symbols: the networks are byte-level.
+pub const VOCAB: usize = 256;
+
+/// A recurrent byte model with exact gradients.
+pub trait Network {
+    /// What carries from byte to byte (convolution window, SSM or WKV state, token shifts).
+    type State: Clone;
+    /// What backward needs from one forward step (activations and the state it started from).
+    type Trace;
+    /// The gradient with respect to a [`Self::State`], flowing from later bytes to earlier ones.
+    type Carry;
+
+    /// Names of the training groups, indexed by [`crate::params::Group`].
+    fn groups(&self) -> &'static [&'static str];
+    /// The zero state a stream starts from.
+    fn new_state(&self) -> Self::State;
+    fn new_trace(&self) -> Self::Trace;
+    /// A zero state gradient.
+    fn new_carry(&self) -> Self::Carry;
+    fn clear_carry(&self, carry: &mut Self::Carry);
+
+    /// Reads `token`, advances `state` and returns the logits of the next byte. With `trace`,
+    /// also records what [`Network::backward`] needs; the logits and state are bit-identical
+    /// either way.
+    fn forward(
+        &mut self,
+        params: &ParamSet,
+        state: &mut Self::State,
+        token: u8,
+        trace: Option<&mut Self::Trace>,
+    ) -> &[f32];
+
+    /// Walks one traced forward step back. `grad_logits` is the ascent direction of the
+    /// log-likelihood with respect to the logits (`one_hot(target) − p`, times a weight).
+    /// Adds the gradients of the parameters in `scope` into `grads` (laid out like `params`).
+    /// With `carry`, reads it as the gradient with respect to the state this step produced,
+    /// adds it in, and leaves in it the gradient with respect to the state the step started
+    /// from; without, the step is treated as the only one (a one-step update).
+    fn backward(
+        &mut self,
+        params: &ParamSet,
+        trace: &Self::Trace,
+        grad_logits: &[f32],
+        scope: Scope,
+        grads: &mut [f32],
+        carry: Option<&mut Self::Carry>,
+    );
+
+    /// Recomputes caches derived from the parameters after they changed.
+    fn refresh(&mut self, params: &ParamSet);
+}

@@ -1,0 +1,139 @@
+//! Truncated backpropagation through time over segments of `window` bytes, for any [`Network`].
+//!
+//! While a segment is pending, every byte is coded with the distribution of the live forward
+//! pass: the weights of the last update, run from the state the segment started in. The
+//! decoder can compute exactly that. When the segment's last byte is known:
+//!
+//! 1. walk back through the segment chunk by chunk (chunks of `chunk` bytes, last first): the
+//!    last chunk's traces were captured by the live pass; each earlier chunk is replayed from
+//!    the state checkpoint taken when the live pass entered it, with the same weights, so its
+//!    traces are bit-identical to the live pass's;
+//! 2. backpropagate through each byte, last to first, carrying the state gradient across bytes
+//!    and chunks, each byte's loss weighted `1/window` (the segment's mean);
+//! 3. take one optimizer step;
+//! 4. rebuild the live state by running the segment's inputs again from its start state with
+//!    the updated weights, and start the next segment there.
+//!
+//! Memory is `chunk` traces plus one state per chunk, whatever the window.
+
+use crate::model::{Network, VOCAB};
+use crate::params::{ParamSet, Scope, Slot};
+use crate::train::logit_gradient;
+use crate::train::optim::{Optimizer, TouchedRows};
+
+/// The segment being collected and the buffers to train on it.
+pub struct Tbptt<N: Network> {
+    window: usize,
+    chunk: usize,
+    /// State before each chunk of the segment; `checkpoints[0]` is the segment's start state.
+    checkpoints: Vec<N::State>,
+    /// Per byte of the segment: the token fed to the network, the byte that came, and the
+    /// probabilities it was coded with (`window × 256`).
+    inputs: Vec<u8>,
+    targets: Vec<u8>,
+    probs: Vec<f32>,
+    /// Traces of the current chunk, indexed by position within the chunk.
+    traces: Vec<N::Trace>,
+    carry: N::Carry,
+    grad_logits: Vec<f32>,
+}
+
+impl<N: Network> Tbptt<N> {
+    pub fn new(net: &N, window: usize, chunk: usize) -> Self {
+        let chunk = chunk.clamp(1, window.max(1));
+        Self {
+            window,
+            chunk,
+            checkpoints: Vec::with_capacity(window.div_ceil(chunk)),
+            inputs: Vec::with_capacity(window),
+            targets: Vec::with_capacity(window),
+            probs: Vec::with_capacity(window * VOCAB),
+            traces: (0..chunk).map(|_| net.new_trace()).collect(),
+            carry: net.new_carry(),
+            grad_logits: vec![0.0; VOCAB],
+        }
+    }
+
+    /// The live forward pass for the segment's next byte: checkpoints the state on entering a
+    /// chunk and records the step's trace.
+    pub fn forward<'n>(
+        &mut self,
+        net: &'n mut N,
+        params: &ParamSet,
+        state: &mut N::State,
+        token: u8,
+    ) -> &'n [f32] {
+        let pos = self.inputs.len();
+        if pos % self.chunk == 0 {
+            self.checkpoints.push(state.clone());
+        }
+        self.inputs.push(token);
+        net.forward(params, state, token, Some(&mut self.traces[pos % self.chunk]))
+    }
+
+    /// Records the byte that came after the last [`Tbptt::forward`] and the probabilities it
+    /// was coded with; returns true when the segment is complete.
+    pub fn record(&mut self, target: u8, pdf: &[f64]) -> bool {
+        self.targets.push(target);
+        self.probs.extend(pdf.iter().map(|&p| p as f32));
+        self.targets.len() == self.window
+    }
+
+    /// Trains on the complete segment (steps 1–4 above) and leaves in `state` the rebuilt live
+    /// state. `bias` is the output bias's slot when it is trained.
+    #[allow(clippy::too_many_arguments)]
+    pub fn update(
+        &mut self,
+        net: &mut N,
+        params: &mut ParamSet,
+        state: &mut N::State,
+        grads: &mut [f32],
+        optimizer: &mut Optimizer,
+        scope: Scope,
+        bias: Option<Slot>,
+    ) {
+        let n = self.targets.len();
+        let scale = 1.0 / n as f32;
+        net.clear_carry(&mut self.carry);
+        let chunks = n.div_ceil(self.chunk);
+        for k in (0..chunks).rev() {
+            let (lo, hi) = (k * self.chunk, ((k + 1) * self.chunk).min(n));
+            if k + 1 < chunks {
+                let mut replay = self.checkpoints[k].clone();
+                for j in lo..hi {
+                    net.forward(params, &mut replay, self.inputs[j], Some(&mut self.traces[j - lo]));
+                }
+            }
+            for j in (lo..hi).rev() {
+                let probs = &self.probs[j * VOCAB..(j + 1) * VOCAB];
+                logit_gradient(probs, self.targets[j], scale, &mut self.grad_logits);
+                if let Some(slot) = bias {
+                    crate::kernels::add_assign(slot.of_mut(grads), &self.grad_logits);
+                }
+                net.backward(
+                    params,
+                    &self.traces[j - lo],
+                    &self.grad_logits,
+                    scope,
+                    grads,
+                    Some(&mut self.carry),
+                );
+            }
+        }
+        let mut touched: TouchedRows = [false; 256];
+        for &t in &self.inputs {
+            touched[t as usize] = true;
+        }
+        optimizer.step(params, grads, scope, &touched);
+        net.refresh(params);
+
+        *state = self.checkpoints[0].clone();
+        for &t in &self.inputs {
+            net.forward(params, state, t, None);
+        }
+        self.checkpoints.clear();
+        self.inputs.clear();
+        self.targets.clear();
+        self.probs.clear();
+    }
+}
