@@ -7,6 +7,8 @@
 //!
 //! [`Slot`]: crate::params::Slot
 
+#[cfg(test)]
+pub mod gradcheck;
 pub mod mamba1;
 pub mod rwkv7;
 

@@ -1,0 +1,116 @@
+//! Test support for any [`Network`]: losses computed the slow, obvious way, and the analytic
+//! gradients of `backward` compared with central finite differences of those losses.
+//!
+//! Gradients from `backward` are ascent directions of the log-likelihood, so they are compared
+//! with `−dLoss/dθ`.
+
+use crate::model::{Network, VOCAB};
+use crate::params::{ParamSet, Scope};
+
+/// `−ln softmax(logits)[target]` in f64 (tests only; not under the determinism contract).
+pub fn nll(logits: &[f32], target: u8) -> f64 {
+    let max = logits.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
+    let sum: f64 = logits.iter().map(|&z| (z as f64 - max).exp()).sum();
+    -((logits[target as usize] as f64 - max) - sum.ln())
+}
+
+/// Softmax probabilities as f32 (what the trainer feeds backward).
+pub fn probs(logits: &[f32]) -> Vec<f32> {
+    let max = logits.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
+    let e: Vec<f64> = logits.iter().map(|&z| (z as f64 - max).exp()).collect();
+    let sum: f64 = e.iter().sum();
+    e.iter().map(|&x| (x / sum) as f32).collect()
+}
+
+fn grad_logits(logits: &[f32], target: u8, scale: f32) -> Vec<f32> {
+    let mut g = vec![0.0; VOCAB];
+    crate::train::logit_gradient(&probs(logits), target, scale, &mut g);
+    g
+}
+
+/// Mean loss of a segment of `(input, target)` steps from `start`.
+pub fn segment_loss<N: Network>(net: &mut N, params: &ParamSet, start: &N::State, steps: &[(u8, u8)]) -> f64 {
+    let mut state = start.clone();
+    let total: f64 = steps
+        .iter()
+        .map(|&(input, target)| nll(net.forward(params, &mut state, input, None), target))
+        .sum();
+    total / steps.len() as f64
+}
+
+/// Analytic gradient of the mean log-likelihood of a segment, through the state (with carry),
+/// as TBPTT computes it.
+pub fn segment_grads<N: Network>(net: &mut N, params: &ParamSet, start: &N::State, steps: &[(u8, u8)]) -> Vec<f32> {
+    let mut state = start.clone();
+    let mut traces: Vec<N::Trace> = Vec::new();
+    let mut gls = Vec::new();
+    let scale = 1.0 / steps.len() as f32;
+    for &(input, target) in steps {
+        let mut tr = net.new_trace();
+        let logits = net.forward(params, &mut state, input, Some(&mut tr));
+        gls.push(grad_logits(logits, target, scale));
+        traces.push(tr);
+    }
+    let mut grads = params.zeros_like();
+    let mut carry = net.new_carry();
+    for j in (0..steps.len()).rev() {
+        net.backward(params, &traces[j], &gls[j], Scope::ALL, &mut grads, Some(&mut carry));
+    }
+    grads
+}
+
+/// Analytic one-step gradient of the last step's log-likelihood from `start` (no carry).
+pub fn one_step_grads<N: Network>(net: &mut N, params: &ParamSet, start: &N::State, step: (u8, u8)) -> Vec<f32> {
+    let mut state = start.clone();
+    let mut tr = net.new_trace();
+    let logits = net.forward(params, &mut state, step.0, Some(&mut tr));
+    let gl = grad_logits(logits, step.1, 1.0);
+    let mut grads = params.zeros_like();
+    net.backward(params, &tr, &gl, Scope::ALL, &mut grads, None);
+    grads
+}
+
+/// Compares `analytic[name][index]` with `−dLoss/dθ` by central differences of `loss`.
+/// The network's derived caches are refreshed after every perturbation.
+pub fn check_probe<N: Network>(
+    net: &mut N,
+    params: &ParamSet,
+    analytic: &[f32],
+    name: &str,
+    index: usize,
+    mut loss: impl FnMut(&mut N, &ParamSet) -> f64,
+) {
+    let info = params
+        .find(name)
+        .unwrap_or_else(|| panic!("no tensor named {name}"));
+    assert!(index < info.slot.len, "{name}[{index}] is out of range");
+    let at = info.slot.offset + index;
+    // f32 forward passes carry ~1e-7 relative noise: a wide step keeps it far below the
+    // gradients, and the losses are smooth enough that the O(eps²) error stays small.
+    let eps = 1e-2f32;
+    let mut p = params.clone();
+    p.data[at] = params.data[at] + eps;
+    net.refresh(&p);
+    let plus = loss(net, &p);
+    p.data[at] = params.data[at] - eps;
+    net.refresh(&p);
+    let minus = loss(net, &p);
+    net.refresh(params);
+    let numeric = -((plus - minus) / (2.0 * eps as f64)) as f32;
+    let got = analytic[at];
+    // Finite differences of f32 passes are good to a few 1e-6 here.
+    let tol = 1e-5 + 0.02 * got.abs().max(numeric.abs());
+    assert!(
+        (got - numeric).abs() <= tol,
+        "{name}[{index}]: analytic {got} vs numeric {numeric} (tolerance {tol})"
+    );
+}
+
+/// The gradient is not trivially zero where a probe sits (so a check can fail).
+pub fn assert_nonzero(analytic: &[f32], params: &ParamSet, name: &str) {
+    let slot = params.find(name).expect("tensor exists").slot;
+    assert!(
+        slot.of(analytic).iter().any(|&g| g != 0.0),
+        "gradient of {name} is all zero"
+    );
+}
