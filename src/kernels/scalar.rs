@@ -10,12 +10,25 @@ const LANES: usize = 8;
 /// Twin of [`super::dot`].
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     let n = a.len().min(b.len());
-    let full = n - n % LANES;
-    let mut acc = [0.0f32; LANES];
-    for i in 0..full {
-        acc[i % LANES] += a[i] * b[i];
+    let blocks32 = n / 32;
+    let mut acc = [[0.0f32; LANES]; 4];
+    for k in 0..blocks32 {
+        for q in 0..4 {
+            for l in 0..LANES {
+                let i = 32 * k + 8 * q + l;
+                acc[q][l] += a[i] * b[i];
+            }
+        }
     }
-    let mut sum = fold_lanes(acc);
+    let mut total = [0.0f32; LANES];
+    for l in 0..LANES {
+        total[l] = (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
+    }
+    let full = n - n % LANES;
+    for i in 32 * blocks32..full {
+        total[i % LANES] += a[i] * b[i];
+    }
+    let mut sum = fold_lanes(total);
     for i in full..n {
         sum += a[i] * b[i];
     }
