@@ -11,8 +11,7 @@ use lmzip::predictor;
 use lmzip::recipe::{ModelConfig, ModelKind, OptimizerKind, Recipe};
 
 fn text() -> Vec<u8> {
-    b"It was the best of times, it was the worst of times, it was the age of wisdom. "
-        .repeat(64)
+    b"It was the best of times, it was the worst of times, it was the age of wisdom. ".repeat(64)
 }
 
 fn forward(c: &mut Criterion) {

@@ -25,7 +25,11 @@ pub struct Progress {
 
 impl Progress {
     pub fn bits_per_byte(&self) -> f64 {
-        if self.bytes == 0 { 0.0 } else { self.bits / self.bytes as f64 }
+        if self.bytes == 0 {
+            0.0
+        } else {
+            self.bits / self.bytes as f64
+        }
     }
 }
 
@@ -105,7 +109,7 @@ fn code_frame(
         progress.bits += quantized.cost_bits(byte);
         progress.bytes += 1;
         predictor.learn(byte);
-        if progress.bytes % PROGRESS_EVERY == 0 {
+        if progress.bytes.is_multiple_of(PROGRESS_EVERY) {
             report(*progress)?;
         }
     }
@@ -182,8 +186,8 @@ pub fn decompress(input: impl Read, output: impl Write, report: ProgressFn<'_>) 
     let mut output = output;
     let header = format::read_header(&mut input)?;
     format::check_numerics(&header)?;
-    let recipe = Recipe::from_json(&header.recipe)
-        .map_err(|e| FormatError::BadHeader(format!("{e:#}")))?;
+    let recipe =
+        Recipe::from_json(&header.recipe).map_err(|e| FormatError::BadHeader(format!("{e:#}")))?;
     let mut predictor = predictor::build(&recipe)?;
     let mut quantized = QuantizedPdf::new();
     let mut buf = vec![0u8; FRAME_MAX];

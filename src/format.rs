@@ -63,7 +63,9 @@ impl fmt::Display for FormatError {
                 f,
                 "checksum mismatch: expected CRC32 {expected:08x}, decoded data has {actual:08x}"
             ),
-            FormatError::TrailingData => write!(f, "corrupt file: data after the end of the stream"),
+            FormatError::TrailingData => {
+                write!(f, "corrupt file: data after the end of the stream")
+            }
         }
     }
 }
@@ -74,7 +76,9 @@ impl std::error::Error for FormatError {}
 fn read_exact_or(r: &mut impl Read, buf: &mut [u8], what: &'static str) -> anyhow::Result<()> {
     match r.read_exact(buf) {
         Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Err(FormatError::Truncated(what).into()),
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+            Err(FormatError::Truncated(what).into())
+        }
         Err(e) => Err(e.into()),
     }
 }
@@ -128,7 +132,9 @@ pub fn read_header(r: &mut impl Read) -> anyhow::Result<Header> {
     }
     let len = u32::from_le_bytes(fixed[8..12].try_into().unwrap()) as usize;
     if len > RECIPE_MAX {
-        return Err(FormatError::BadHeader(format!("recipe length {len} exceeds {RECIPE_MAX}")).into());
+        return Err(
+            FormatError::BadHeader(format!("recipe length {len} exceeds {RECIPE_MAX}")).into(),
+        );
     }
     let mut recipe = vec![0u8; len];
     read_exact_or(r, &mut recipe, "header")?;

@@ -40,7 +40,7 @@ impl Slot {
 }
 
 /// A training group: a model-specific index into its list of group names (see
-/// [`crate::model::ModelKind::groups`]). At most 32 groups per model.
+/// [`crate::recipe::ModelKind::groups`]). At most 32 groups per model.
 pub type Group = u8;
 
 /// A set of groups, as trained by one training rule.
@@ -133,11 +133,22 @@ impl ParamSet {
     }
 
     /// Appends a zero embedding-like tensor whose rows are updated sparsely.
-    pub fn add_sparse_rows(&mut self, name: impl Into<String>, shape: &[usize], group: Group) -> Slot {
+    pub fn add_sparse_rows(
+        &mut self,
+        name: impl Into<String>,
+        shape: &[usize],
+        group: Group,
+    ) -> Slot {
         self.add_tensor(name.into(), shape, group, true)
     }
 
-    fn add_tensor(&mut self, name: String, shape: &[usize], group: Group, sparse_rows: bool) -> Slot {
+    fn add_tensor(
+        &mut self,
+        name: String,
+        shape: &[usize],
+        group: Group,
+        sparse_rows: bool,
+    ) -> Slot {
         debug_assert!(self.find(&name).is_none(), "duplicate tensor {name}");
         let len = shape.iter().product();
         let slot = Slot {
@@ -249,8 +260,13 @@ mod tests {
         let s = Scope::parse("head+embed", &groups).unwrap();
         assert!(s.has(0) && s.has(2) && !s.has(1));
         assert_eq!(s.to_text(&groups), "embed+head");
-        assert_eq!(Scope::parse("all", &groups).unwrap().to_text(&groups), "all");
-        let err = Scope::parse("embed+bogus", &groups).unwrap_err().to_string();
+        assert_eq!(
+            Scope::parse("all", &groups).unwrap().to_text(&groups),
+            "all"
+        );
+        let err = Scope::parse("embed+bogus", &groups)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("bogus"), "{err}");
     }
 }

@@ -242,7 +242,10 @@ impl Recipe {
         }
         let all = Scope::all_of(self.kind().groups());
         if t.scope.0 & !all.0 != 0 {
-            bail!("training scope names groups that {} does not have", self.kind().name());
+            bail!(
+                "training scope names groups that {} does not have",
+                self.kind().name()
+            );
         }
         Ok(())
     }
@@ -271,7 +274,9 @@ impl Recipe {
         let v: Value = serde_json::from_str(text).context("recipe is not valid JSON")?;
         let kind = ModelKind::parse(v["model"].as_str().context("recipe lacks 'model'")?)?;
         let model = ModelConfig::from_json(kind, &v["config"])?;
-        let seed = v["seed"].as_u64().context("recipe lacks a whole-number 'seed'")?;
+        let seed = v["seed"]
+            .as_u64()
+            .context("recipe lacks a whole-number 'seed'")?;
         let t = &v["train"];
         let number = |key: &str| -> Result<f32> {
             let x = t[key]
@@ -285,7 +290,9 @@ impl Recipe {
             seed,
             training: Training {
                 optimizer: OptimizerKind::parse(
-                    t["optimizer"].as_str().context("recipe lacks 'train.optimizer'")?,
+                    t["optimizer"]
+                        .as_str()
+                        .context("recipe lacks 'train.optimizer'")?,
                 )?,
                 lr: number("lr")?,
                 scope: Scope::parse(

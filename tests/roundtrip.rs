@@ -15,7 +15,11 @@ fn tiny(kind: ModelKind, optimizer: OptimizerKind, bptt: usize) -> Recipe {
     }
     r.training.optimizer = optimizer;
     r.training.bptt = bptt;
-    r.training.lr = if optimizer == OptimizerKind::Sgd { 0.05 } else { 0.003 };
+    r.training.lr = if optimizer == OptimizerKind::Sgd {
+        0.05
+    } else {
+        0.003
+    };
     r
 }
 
@@ -42,8 +46,25 @@ fn xorshift_bytes(n: usize, mut seed: u64) -> Vec<u8> {
 
 fn text(n: usize) -> Vec<u8> {
     let words = [
-        "the", "model", "learns", "each", "byte", "as", "it", "comes,", "and", "a", "range",
-        "coder", "spends", "few", "bits", "on", "what", "it", "expected.\n",
+        "the",
+        "model",
+        "learns",
+        "each",
+        "byte",
+        "as",
+        "it",
+        "comes,",
+        "and",
+        "a",
+        "range",
+        "coder",
+        "spends",
+        "few",
+        "bits",
+        "on",
+        "what",
+        "it",
+        "expected.\n",
     ];
     let mut out = Vec::with_capacity(n);
     let mut i = 0usize;
@@ -70,13 +91,26 @@ fn inputs() -> Vec<(&'static str, Vec<u8>)> {
 fn assert_round_trip(recipe: &Recipe, name: &str, data: &[u8]) -> Vec<u8> {
     let packed = compress_bytes(recipe, data).unwrap_or_else(|e| panic!("{name}: {e:#}"));
     let back = decompress_bytes(&packed).unwrap_or_else(|e| panic!("{name}: {e:#}"));
-    assert!(back == data, "{name}: decoded bytes differ ({})", recipe.to_json());
+    assert!(
+        back == data,
+        "{name}: decoded bytes differ ({})",
+        recipe.to_json()
+    );
     packed
 }
 
 #[test]
 fn mamba1_round_trips_every_input_in_every_mode() {
     for recipe in modes(ModelKind::Mamba1) {
+        for (name, data) in inputs() {
+            assert_round_trip(&recipe, name, &data);
+        }
+    }
+}
+
+#[test]
+fn rwkv7_round_trips_every_input_in_every_mode() {
+    for recipe in modes(ModelKind::Rwkv7) {
         for (name, data) in inputs() {
             assert_round_trip(&recipe, name, &data);
         }
@@ -101,7 +135,11 @@ fn training_compresses_text_and_runs_better_than_no_training() {
 fn a_long_run_costs_almost_nothing() {
     let recipe = tiny(ModelKind::Mamba1, OptimizerKind::Adam, 1);
     let packed = assert_round_trip(&recipe, "run", &vec![7u8; 20_000]);
-    assert!(packed.len() < 600, "{} bytes for a run of 20000", packed.len());
+    assert!(
+        packed.len() < 600,
+        "{} bytes for a run of 20000",
+        packed.len()
+    );
 }
 
 #[test]
@@ -131,10 +169,16 @@ fn golden_compressed_bytes() {
     let data = text(4000);
     let got: Vec<(String, usize, u32)> = modes(ModelKind::Mamba1)
         .iter()
+        .chain(&modes(ModelKind::Rwkv7))
         .map(|r| {
             let packed = compress_bytes(r, &data).unwrap();
             (
-                format!("{}/{}/bptt{}", r.kind().name(), r.training.optimizer.name(), r.training.bptt),
+                format!(
+                    "{}/{}/bptt{}",
+                    r.kind().name(),
+                    r.training.optimizer.name(),
+                    r.training.bptt
+                ),
                 packed.len(),
                 crc32fast::hash(&packed),
             )
@@ -144,7 +188,10 @@ fn golden_compressed_bytes() {
         .iter()
         .map(|&(n, l, c)| (n.to_string(), l, c))
         .collect();
-    assert_eq!(got, want, "compressed bytes changed; see the comment on this test");
+    assert_eq!(
+        got, want,
+        "compressed bytes changed; see the comment on this test"
+    );
 }
 
 const GOLDEN: &[(&str, usize, u32)] = &[
@@ -152,4 +199,8 @@ const GOLDEN: &[(&str, usize, u32)] = &[
     ("mamba1/sgd/bptt1", 1771, 3203398363),
     ("mamba1/adam/bptt1", 1025, 646630108),
     ("mamba1/adam/bptt8", 1281, 1205689554),
+    ("rwkv7/none/bptt1", 4256, 3731139401),
+    ("rwkv7/sgd/bptt1", 1570, 3495985107),
+    ("rwkv7/adam/bptt1", 976, 2237912393),
+    ("rwkv7/adam/bptt8", 960, 3389874090),
 ];

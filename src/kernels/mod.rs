@@ -177,7 +177,11 @@ mod tests {
     fn dot_matches_scalar_twin() {
         for n in LENS {
             let (a, b) = (data(n, 1), data(n, 2));
-            assert_eq!(dot(&a, &b).to_bits(), scalar::dot(&a, &b).to_bits(), "n={n}");
+            assert_eq!(
+                dot(&a, &b).to_bits(),
+                scalar::dot(&a, &b).to_bits(),
+                "n={n}"
+            );
         }
     }
 

@@ -29,7 +29,12 @@ fn grad_logits(logits: &[f32], target: u8, scale: f32) -> Vec<f32> {
 }
 
 /// Mean loss of a segment of `(input, target)` steps from `start`.
-pub fn segment_loss<N: Network>(net: &mut N, params: &ParamSet, start: &N::State, steps: &[(u8, u8)]) -> f64 {
+pub fn segment_loss<N: Network>(
+    net: &mut N,
+    params: &ParamSet,
+    start: &N::State,
+    steps: &[(u8, u8)],
+) -> f64 {
     let mut state = start.clone();
     let total: f64 = steps
         .iter()
@@ -40,7 +45,12 @@ pub fn segment_loss<N: Network>(net: &mut N, params: &ParamSet, start: &N::State
 
 /// Analytic gradient of the mean log-likelihood of a segment, through the state (with carry),
 /// as TBPTT computes it.
-pub fn segment_grads<N: Network>(net: &mut N, params: &ParamSet, start: &N::State, steps: &[(u8, u8)]) -> Vec<f32> {
+pub fn segment_grads<N: Network>(
+    net: &mut N,
+    params: &ParamSet,
+    start: &N::State,
+    steps: &[(u8, u8)],
+) -> Vec<f32> {
     let mut state = start.clone();
     let mut traces: Vec<N::Trace> = Vec::new();
     let mut gls = Vec::new();
@@ -54,13 +64,25 @@ pub fn segment_grads<N: Network>(net: &mut N, params: &ParamSet, start: &N::Stat
     let mut grads = params.zeros_like();
     let mut carry = net.new_carry();
     for j in (0..steps.len()).rev() {
-        net.backward(params, &traces[j], &gls[j], Scope::ALL, &mut grads, Some(&mut carry));
+        net.backward(
+            params,
+            &traces[j],
+            &gls[j],
+            Scope::ALL,
+            &mut grads,
+            Some(&mut carry),
+        );
     }
     grads
 }
 
 /// Analytic one-step gradient of the last step's log-likelihood from `start` (no carry).
-pub fn one_step_grads<N: Network>(net: &mut N, params: &ParamSet, start: &N::State, step: (u8, u8)) -> Vec<f32> {
+pub fn one_step_grads<N: Network>(
+    net: &mut N,
+    params: &ParamSet,
+    start: &N::State,
+    step: (u8, u8),
+) -> Vec<f32> {
     let mut state = start.clone();
     let mut tr = net.new_trace();
     let logits = net.forward(params, &mut state, step.0, Some(&mut tr));

@@ -84,7 +84,10 @@ impl Config {
             ("dt_rank", self.dt_rank),
         ] {
             if v == 0 || v > crate::recipe::MAX_DIM {
-                anyhow::bail!("mamba1 {name} = {v} is out of range (1..={})", crate::recipe::MAX_DIM);
+                anyhow::bail!(
+                    "mamba1 {name} = {v} is out of range (1..={})",
+                    crate::recipe::MAX_DIM
+                );
             }
         }
         if self.layers > 64 || self.conv > 64 || self.state > 256 {
@@ -100,7 +103,18 @@ impl Config {
     /// Number of parameters (without the output bias).
     pub fn param_count(&self) -> usize {
         let (h, i, s, k, r) = (self.hidden, self.inner, self.state, self.conv, self.dt_rank);
-        let layer = h + 2 * i * h + 2 * i + i * k + i + (r + 2 * s) * i + i * r + i + 2 * i * s + i + h * i + h;
+        let layer = h
+            + 2 * i * h
+            + 2 * i
+            + i * k
+            + i
+            + (r + 2 * s) * i
+            + i * r
+            + i
+            + 2 * i * s
+            + i
+            + h * i
+            + h;
         2 * VOCAB * h + h + self.layers * layer
     }
 }
@@ -272,15 +286,15 @@ impl Trace {
 
 /// Gradient buffers of one backward step.
 struct GradScratch {
-    h: Vec<f32>,    // [H] dL/d(residual stream)
-    h_in: Vec<f32>, // [H] dL/d(residual stream entering the block being walked back)
-    norm: Vec<f32>, // [H]
-    y: Vec<f32>,    // [I]
-    xz: Vec<f32>,   // [2I]
-    u: Vec<f32>,    // [I] dL/d(SSM input u)
-    dt_pre: Vec<f32>, // [I]
-    proj: Vec<f32>, // [R + 2S]
-    ssm: Vec<f32>,  // [S] dL/d(new state) of one channel
+    h: Vec<f32>,          // [H] dL/d(residual stream)
+    h_in: Vec<f32>,       // [H] dL/d(residual stream entering the block being walked back)
+    norm: Vec<f32>,       // [H]
+    y: Vec<f32>,          // [I]
+    xz: Vec<f32>,         // [2I]
+    u: Vec<f32>,          // [I] dL/d(SSM input u)
+    dt_pre: Vec<f32>,     // [I]
+    proj: Vec<f32>,       // [R + 2S]
+    ssm: Vec<f32>,        // [S] dL/d(new state) of one channel
     conv_carry: Vec<f32>, // [K−1]
 }
 
@@ -361,7 +375,13 @@ fn rms_inv(x: &[f32]) -> f32 {
 
 /// Backward of [`rms_norm`]: from `g_out` writes `g_x` and adds the weight gradient to `g_w`
 /// when given. With `r = 1/sqrt(mean(x²)+ε)`: `g_x = g_out·w·r − x · r³/n · Σ g_out·w·x`.
-fn rms_norm_backward(x: &[f32], w: &[f32], g_out: &[f32], g_x: &mut [f32], g_w: Option<&mut [f32]>) {
+fn rms_norm_backward(
+    x: &[f32],
+    w: &[f32],
+    g_out: &[f32],
+    g_x: &mut [f32],
+    g_w: Option<&mut [f32]>,
+) {
     let n = x.len() as f32;
     let inv = rms_inv(x);
     if let Some(g_w) = g_w {
@@ -424,7 +444,13 @@ impl Network for Mamba1 {
         }
     }
 
-    fn forward(&mut self, params: &ParamSet, state: &mut State, token: u8, trace: Option<&mut Trace>) -> &[f32] {
+    fn forward(
+        &mut self,
+        params: &ParamSet,
+        state: &mut State,
+        token: u8,
+        trace: Option<&mut Trace>,
+    ) -> &[f32] {
         let tr = match trace {
             Some(t) => t,
             None => &mut self.scratch,
@@ -529,7 +555,13 @@ impl Network for Mamba1 {
 
         // 11. logits = lm_head · rms(h) · final_norm_w
         rms_norm(&h_buf, p(self.slots.final_norm_w), &mut tr.norm_f);
-        kernels::gemv(p(self.slots.lm_head), &tr.norm_f, &mut self.logits, VOCAB, h);
+        kernels::gemv(
+            p(self.slots.lm_head),
+            &tr.norm_f,
+            &mut self.logits,
+            VOCAB,
+            h,
+        );
         tr.h_final = h_buf;
         &self.logits
     }
@@ -560,6 +592,13 @@ impl Network for Mamba1 {
         }
         let below = [EMBED, LAYER_NORM, MIXER_CONV, MIXER_SSM, MIXER_PROJ];
         if !below.iter().any(|&gr| scope.has(gr)) {
+            // Nothing below the head trains: no gradient flows into the state either.
+            if let Some(c) = carry {
+                for l in &mut c.layers {
+                    l.conv.fill(0.0);
+                    l.ssm.fill(0.0);
+                }
+            }
             return;
         }
         kernels::gemv_t(p(sl.lm_head), grad_logits, &mut g.norm, VOCAB, h);
@@ -730,8 +769,17 @@ mod tests {
         (net, params)
     }
 
-    fn logits_bits(net: &mut Mamba1, params: &ParamSet, state: &mut State, t: u8, tr: Option<&mut Trace>) -> Vec<u32> {
-        net.forward(params, state, t, tr).iter().map(|x| x.to_bits()).collect()
+    fn logits_bits(
+        net: &mut Mamba1,
+        params: &ParamSet,
+        state: &mut State,
+        t: u8,
+        tr: Option<&mut Trace>,
+    ) -> Vec<u32> {
+        net.forward(params, state, t, tr)
+            .iter()
+            .map(|x| x.to_bits())
+            .collect()
     }
 
     #[test]
@@ -766,7 +814,10 @@ mod tests {
     /// One probe per tensor kind, in both layers, including the token's embedding row.
     fn probes(token: u8) -> Vec<(String, usize)> {
         let mut v = vec![
-            ("model.embeddings.weight".to_string(), token as usize * 16 + 5),
+            (
+                "model.embeddings.weight".to_string(),
+                token as usize * 16 + 5,
+            ),
             ("model.norm.weight".to_string(), 3),
             ("lm_head.weight".to_string(), 98 * 16 + 7),
         ];
@@ -780,7 +831,7 @@ mod tests {
                 ("conv1d.weight", 4),
                 ("conv1d.weight", 8), // the oldest tap
                 ("conv1d.bias", 2),
-                ("x_proj.weight", 11),       // δ row
+                ("x_proj.weight", 11),         // δ row
                 ("x_proj.weight", 4 * 24 + 3), // B row
                 ("x_proj.weight", 8 * 24 + 6), // C row
                 ("dt_proj.weight", 6),

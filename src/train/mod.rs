@@ -29,6 +29,8 @@ pub fn softmax_pdf(logits: &[f32], bias: &[f32], pdf: &mut [f64]) {
     let mut floored_sum = 0.0;
     for p in pdf.iter_mut() {
         *p /= sum;
+        // Written so that NaN is floored too.
+        #[allow(clippy::neg_cmp_op_on_partial_ord)]
         if !(*p >= PDF_FLOOR) {
             *p = PDF_FLOOR;
         }

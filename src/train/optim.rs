@@ -67,7 +67,13 @@ impl Optimizer {
     /// updated only where `touched` is set: a row whose byte was not seen has no gradient, and
     /// Adam leaves its moments and value as they are (lazy Adam, as the reference does for the
     /// embedding).
-    pub fn step(&mut self, params: &mut ParamSet, grads: &mut [f32], scope: Scope, touched: &TouchedRows) {
+    pub fn step(
+        &mut self,
+        params: &mut ParamSet,
+        grads: &mut [f32],
+        scope: Scope,
+        touched: &TouchedRows,
+    ) {
         if self.kind == OptimizerKind::None {
             grads.fill(0.0);
             return;
@@ -101,7 +107,10 @@ impl Optimizer {
 }
 
 /// The index ranges of a tensor that a step updates: all of it, or the touched rows.
-fn row_ranges<'a>(t: &'a TensorInfo, touched: &'a TouchedRows) -> impl Iterator<Item = std::ops::Range<usize>> + 'a {
+fn row_ranges<'a>(
+    t: &'a TensorInfo,
+    touched: &'a TouchedRows,
+) -> impl Iterator<Item = std::ops::Range<usize>> + 'a {
     let (rows, cols) = if t.sparse_rows {
         (t.shape[0], t.slot.len / t.shape[0].max(1))
     } else {
@@ -175,7 +184,11 @@ impl AdamStep {
             let vv = b2 * load(v, i) + c2 * (gi * gi);
             store(m, i, mm);
             store(v, i, vv);
-            store(p, i, load(p, i) + lr * ((mm * bc1) / ((vv * bc2).sqrt() + eps)));
+            store(
+                p,
+                i,
+                load(p, i) + lr * ((mm * bc1) / ((vv * bc2).sqrt() + eps)),
+            );
         }
         for i in full..n {
             let mm = BETA1 * m[i] + (1.0 - BETA1) * g[i];
@@ -213,7 +226,10 @@ mod tests {
             *x = if i / 2 == 2 { 0.5 } else { 0.0 };
         }
         opt.step(&mut p, &mut g, Scope::ALL, &touched);
-        assert_eq!(p.data, vec![1.0, 1.0, 1.0, 1.0, 1.05, 1.05, 1.0, 1.0, 1.05, 1.05, 1.05]);
+        assert_eq!(
+            p.data,
+            vec![1.0, 1.0, 1.0, 1.0, 1.05, 1.05, 1.0, 1.0, 1.05, 1.05, 1.05]
+        );
         assert!(g.iter().all(|&x| x == 0.0));
         let mut g = vec![0.0; p.len()];
         g[4] = 0.5;
@@ -225,7 +241,9 @@ mod tests {
     #[test]
     fn adam_first_step_moves_by_lr_in_the_gradient_sign() {
         let (mut p, _) = setup();
-        let mut g: Vec<f32> = (0..p.len()).map(|i| if i % 2 == 0 { 0.3 } else { -2.0 }).collect();
+        let mut g: Vec<f32> = (0..p.len())
+            .map(|i| if i % 2 == 0 { 0.3 } else { -2.0 })
+            .collect();
         let mut opt = Optimizer::new(OptimizerKind::Adam, 0.01, 0.0, &p);
         opt.step(&mut p, &mut g, Scope::ALL, &[true; 256]);
         // With bias correction, the first step is lr · g/|g| (up to ε).

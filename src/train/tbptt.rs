@@ -64,11 +64,16 @@ impl<N: Network> Tbptt<N> {
         token: u8,
     ) -> &'n [f32] {
         let pos = self.inputs.len();
-        if pos % self.chunk == 0 {
+        if pos.is_multiple_of(self.chunk) {
             self.checkpoints.push(state.clone());
         }
         self.inputs.push(token);
-        net.forward(params, state, token, Some(&mut self.traces[pos % self.chunk]))
+        net.forward(
+            params,
+            state,
+            token,
+            Some(&mut self.traces[pos % self.chunk]),
+        )
     }
 
     /// Records the byte that came after the last [`Tbptt::forward`] and the probabilities it
@@ -101,7 +106,12 @@ impl<N: Network> Tbptt<N> {
             if k + 1 < chunks {
                 let mut replay = self.checkpoints[k].clone();
                 for j in lo..hi {
-                    net.forward(params, &mut replay, self.inputs[j], Some(&mut self.traces[j - lo]));
+                    net.forward(
+                        params,
+                        &mut replay,
+                        self.inputs[j],
+                        Some(&mut self.traces[j - lo]),
+                    );
                 }
             }
             for j in (lo..hi).rev() {
