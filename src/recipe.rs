@@ -260,10 +260,11 @@ impl Recipe {
             "seed": self.seed,
             "train": {
                 "optimizer": t.optimizer.name(),
-                "lr": t.lr,
+                // f32 as its shortest decimal, which parses back to the same f32.
+                "lr": t.lr.to_string(),
                 "scope": t.scope.to_text(kind.groups()),
                 "bptt": t.bptt,
-                "clip": t.clip,
+                "clip": t.clip.to_string(),
             },
         });
         v.to_string()
@@ -279,10 +280,11 @@ impl Recipe {
             .context("recipe lacks a whole-number 'seed'")?;
         let t = &v["train"];
         let number = |key: &str| -> Result<f32> {
-            let x = t[key]
-                .as_f64()
-                .with_context(|| format!("recipe lacks a number 'train.{key}'"))?;
-            Ok(x as f32)
+            let text = t[key]
+                .as_str()
+                .with_context(|| format!("recipe lacks a decimal string 'train.{key}'"))?;
+            text.parse::<f32>()
+                .with_context(|| format!("recipe's 'train.{key}' = '{text}' is not a number"))
         };
         let bptt = t["bptt"].as_u64().context("recipe lacks 'train.bptt'")?;
         let recipe = Recipe {
