@@ -15,6 +15,7 @@ pub mod coder;
 pub mod format;
 pub mod kernels;
 pub mod model;
+pub mod modelfile;
 pub mod params;
 pub mod predictor;
 pub mod recipe;

@@ -16,7 +16,9 @@ use anyhow::Result;
 
 use crate::kernels::{self, math};
 use crate::model::{Network, VOCAB};
+use crate::modelfile::{ModelFile, fill_params};
 use crate::params::{Group, InitRng, ParamSet, Scope, Slot};
+use crate::predictor::OUTPUT_BIAS;
 
 /// Training groups, indexed by [`Group`].
 pub const GROUPS: &[&str] = &[
@@ -34,6 +36,7 @@ const MIXER_CONV: Group = 2;
 const MIXER_SSM: Group = 3;
 const MIXER_PROJ: Group = 4;
 const HEAD: Group = 5;
+const BIAS: Group = 6;
 
 /// RMSNorm epsilon of the reference implementation.
 const NORM_EPS: f32 = 1e-5;
@@ -98,6 +101,28 @@ impl Config {
             anyhow::bail!("mamba1 config has {params} parameters, more than this build accepts");
         }
         Ok(())
+    }
+
+    /// The sizes of the network stored in a model file (native layout).
+    pub fn infer(file: &ModelFile) -> Result<Config> {
+        let m = "model.layers.0.mixer";
+        let vocab = file.dim("model.embeddings.weight", 2, 0)?;
+        if vocab != VOCAB {
+            anyhow::bail!(
+                "model file has a vocabulary of {vocab}; lmzip's models read bytes ({VOCAB})"
+            );
+        }
+        let inner = file.dim(&format!("{m}.in_proj.weight"), 2, 0)? / 2;
+        let cfg = Config {
+            hidden: file.dim("model.embeddings.weight", 2, 1)?,
+            layers: file.count_layers("model.layers.", ".mixer.in_proj.weight"),
+            inner,
+            state: file.dim(&format!("{m}.A_log"), 2, 1)?,
+            conv: file.dim(&format!("{m}.conv1d.weight"), 3, 2)?,
+            dt_rank: file.dim(&format!("{m}.dt_proj.weight"), 2, 1)?,
+        };
+        cfg.validate()?;
+        Ok(cfg)
     }
 
     /// Number of parameters (without the output bias).
@@ -324,6 +349,17 @@ impl Mamba1 {
         let mut params = ParamSet::new();
         let slots = register(&cfg, &mut params);
         init_random(&slots, &mut params, seed);
+        let net = Self::with_slots(cfg, slots, &params);
+        Ok((net, params))
+    }
+
+    /// A network and its parameters from a model file in the native layout; the sizes are
+    /// read off the tensor shapes. The output bias, if the file has one, is kept.
+    pub fn from_file(file: &ModelFile) -> Result<(Self, ParamSet)> {
+        let cfg = Config::infer(file)?;
+        let mut params = ParamSet::new();
+        let slots = register(&cfg, &mut params);
+        fill_params(&mut params, file, &[(OUTPUT_BIAS, BIAS)])?;
         let net = Self::with_slots(cfg, slots, &params);
         Ok((net, params))
     }

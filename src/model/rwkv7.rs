@@ -24,7 +24,9 @@ use anyhow::{Result, bail};
 
 use crate::kernels::{self, math};
 use crate::model::{Network, VOCAB};
+use crate::modelfile::{ModelFile, fill_params};
 use crate::params::{Group, InitRng, ParamSet, Scope, Slot};
+use crate::predictor::OUTPUT_BIAS;
 
 /// Training groups of RWKV-7, indexed by [`crate::params::Group`].
 pub const GROUPS: &[&str] = &[
@@ -45,6 +47,7 @@ const ATTN: Group = 4;
 const FFN: Group = 5;
 /// The LM head and the final LayerNorm, trained together as in the reference.
 const HEAD: Group = 6;
+const BIAS: Group = 7;
 // Group 7, "bias", is the predictor's output bias: no tensor of the network belongs to it.
 
 /// Width of one head; the WKV state of a head is `N × N`.
@@ -138,6 +141,33 @@ impl Config {
             bail!("rwkv7 config has {params} parameters, more than this build accepts");
         }
         Ok(())
+    }
+
+    /// The sizes of the network stored in a model file. With a single block the value-residual
+    /// rank cannot be read off (only later blocks have that path) and keeps its default.
+    pub fn infer(file: &ModelFile) -> Result<Config> {
+        let at = "model.layers.0.attn";
+        let vocab = file.dim("model.embeddings.weight", 2, 0)?;
+        if vocab != VOCAB {
+            bail!("model file has a vocabulary of {vocab}; lmzip's models read bytes ({VOCAB})");
+        }
+        let layers = file.count_layers("model.layers.", ".attn.r_proj.weight");
+        let v_rank = if layers > 1 {
+            file.dim("model.layers.1.attn.v_lora.lora.0.weight", 2, 0)?
+        } else {
+            Config::default().v_rank
+        };
+        let cfg = Config {
+            hidden: file.dim("model.embeddings.weight", 2, 1)?,
+            layers,
+            intermediate: file.dim("model.layers.0.ffn.key.weight", 2, 0)?,
+            decay_rank: file.dim(&format!("{at}.w_lora.lora.0.weight"), 2, 0)?,
+            a_rank: file.dim(&format!("{at}.a_lora.lora.0.weight"), 2, 0)?,
+            v_rank,
+            g_rank: file.dim(&format!("{at}.g_lora.lora.0.weight"), 2, 0)?,
+        };
+        cfg.validate()?;
+        Ok(cfg)
     }
 
     /// `H`
@@ -512,6 +542,17 @@ impl Rwkv7 {
         let mut params = ParamSet::new();
         let slots = register(&cfg, &mut params);
         init_random(&slots, &mut params, seed);
+        let net = Self::with_slots(cfg, slots, &params);
+        Ok((net, params))
+    }
+
+    /// A network and its parameters from a model file; the sizes are read off the tensor
+    /// shapes and every tensor is checked. The output bias, if the file has one, is kept.
+    pub fn from_file(file: &ModelFile) -> Result<(Self, ParamSet)> {
+        let cfg = Config::infer(file)?;
+        let mut params = ParamSet::new();
+        let slots = register(&cfg, &mut params);
+        fill_params(&mut params, file, &[(OUTPUT_BIAS, BIAS)])?;
         let net = Self::with_slots(cfg, slots, &params);
         Ok((net, params))
     }
