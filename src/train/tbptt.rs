@@ -147,3 +147,100 @@ impl<N: Network> Tbptt<N> {
         self.probs.clear();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::gradcheck;
+    use crate::model::mamba1::{Config, Mamba1};
+    use crate::recipe::OptimizerKind;
+    use crate::train::softmax_pdf;
+
+    fn net() -> (Mamba1, ParamSet) {
+        let cfg = Config {
+            hidden: 16,
+            layers: 2,
+            inner: 24,
+            state: 4,
+            conv: 3,
+            dt_rank: 4,
+        };
+        Mamba1::new_random(cfg, 5).unwrap()
+    }
+
+    /// Runs one segment through the driver with SGD at lr 1 and returns the parameter change
+    /// (which is then the gradient the driver applied).
+    fn driver_step(chunk: usize, text: &[u8]) -> (Vec<f32>, Vec<u32>) {
+        let (mut net, mut params) = net();
+        let before = params.clone();
+        let window = text.len() - 1;
+        let mut seg = Tbptt::new(&net, window, chunk);
+        let mut state = net.new_state();
+        let mut grads = params.zeros_like();
+        let mut opt = Optimizer::new(OptimizerKind::Sgd, 1.0, 0.0, &params);
+        let zero_bias = vec![0.0f32; VOCAB];
+        let mut pdf = vec![0.0f64; VOCAB];
+        for j in 0..window {
+            let logits = seg.forward(&mut net, &params, &mut state, text[j]);
+            softmax_pdf(logits, &zero_bias, &mut pdf);
+            let full = seg.record(text[j + 1], &pdf);
+            assert_eq!(full, j + 1 == window);
+        }
+        seg.update(
+            &mut net,
+            &mut params,
+            &mut state,
+            &mut grads,
+            &mut opt,
+            Scope::ALL,
+            None,
+        );
+        let delta = params
+            .data
+            .iter()
+            .zip(&before.data)
+            .map(|(a, b)| a - b)
+            .collect();
+        let state_bits = logits_bits(&mut net, &params, &mut state);
+        (delta, state_bits)
+    }
+
+    fn logits_bits(
+        net: &mut Mamba1,
+        params: &ParamSet,
+        state: &mut <Mamba1 as Network>::State,
+    ) -> Vec<u32> {
+        net.forward(params, state, b'.', None)
+            .iter()
+            .map(|x| x.to_bits())
+            .collect()
+    }
+
+    #[test]
+    fn chunked_replay_gives_the_same_step_as_one_chunk() {
+        let text = b"segment!";
+        let (one, state_one) = driver_step(64, text);
+        let (chunked, state_chunked) = driver_step(3, text);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&one), bits(&chunked));
+        assert_eq!(state_one, state_chunked);
+    }
+
+    #[test]
+    fn the_driver_applies_the_segment_gradient() {
+        let text = b"abcabd";
+        let (delta, _) = driver_step(2, text);
+        let (mut net, params) = net();
+        let steps: Vec<(u8, u8)> = text.windows(2).map(|w| (w[0], w[1])).collect();
+        let start = net.new_state();
+        let want = gradcheck::segment_grads(&mut net, &params, &start, &steps);
+        let scale = want.iter().fold(0.0f32, |m, g| m.max(g.abs()));
+        assert!(scale > 0.0);
+        for (i, (d, g)) in delta.iter().zip(&want).enumerate() {
+            assert!(
+                (d - g).abs() <= 1e-3 * scale,
+                "parameter {i}: applied {d}, gradient {g}"
+            );
+        }
+    }
+}
