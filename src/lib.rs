@@ -6,6 +6,7 @@
 //! [`model`] forward. [`codec`] runs that loop in both directions and [`format`] frames the
 //! result; the decoder repeats the encoder's computation bit for bit (docs/determinism.md).
 
+pub mod cli;
 pub mod codec;
 pub mod coder;
 pub mod format;
