@@ -5,7 +5,7 @@
 //! every part carries a CRC32, so a damaged file fails with a [`FormatError`] that says where.
 
 use std::fmt;
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, Write};
 
 /// First bytes of every `.lmz` file.
 pub const MAGIC: [u8; 4] = *b"LMZ\x1a";
@@ -185,8 +185,9 @@ pub struct Frame {
     pub words: Vec<u32>,
 }
 
-/// Reads the next frame, or `None` at the end marker.
-pub fn read_frame(r: &mut impl Read, index: u64) -> anyhow::Result<Option<Frame>> {
+/// Reads a frame's two length fields and checks them against their bounds: `(raw_len, n_words)`,
+/// or `None` at the end marker.
+fn read_frame_lengths(r: &mut impl Read, index: u64) -> anyhow::Result<Option<(usize, usize)>> {
     let raw_len = read_u32(r, "frame list")? as usize;
     if raw_len == 0 {
         return Ok(None);
@@ -199,6 +200,15 @@ pub fn read_frame(r: &mut impl Read, index: u64) -> anyhow::Result<Option<Frame>
     if n_words > max_words(raw_len) {
         return Err(bad(format!("{n_words} words cannot code {raw_len} bytes")).into());
     }
+    Ok(Some((raw_len, n_words)))
+}
+
+/// Reads the next frame, or `None` at the end marker.
+pub fn read_frame(r: &mut impl Read, index: u64) -> anyhow::Result<Option<Frame>> {
+    let Some((raw_len, n_words)) = read_frame_lengths(r, index)? else {
+        return Ok(None);
+    };
+    let bad = |why: String| FormatError::BadFrame { index, why };
     let mut bytes = vec![0u8; 4 * n_words];
     read_exact_or(r, &mut bytes, "frame")?;
     let stored_crc = read_u32(r, "frame")?;
@@ -250,6 +260,51 @@ pub fn read_trailer(r: &mut impl Read) -> anyhow::Result<Trailer> {
     })
 }
 
+/// The structure of a stream, found without decoding it (see [`scan`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Layout {
+    pub header: Header,
+    pub frames: u64,
+    /// The trailer's uncompressed length; it equals the sum of the frames' lengths.
+    pub raw_len: u64,
+    /// Length of the whole stream, header to trailer.
+    pub stream_len: u64,
+    pub trailer: Trailer,
+}
+
+/// Walks a stream's header, frame lengths and trailer, seeking over the coded words, so that a
+/// file can be described (`lmzip info`) without running its model. The header is checked; the
+/// frames' checksums are not (their words are never read): only decoding proves a file intact.
+pub fn scan<R: Read + Seek>(r: &mut R) -> anyhow::Result<Layout> {
+    let start = r.stream_position()?;
+    let header = read_header(r)?;
+    let mut frames = 0u64;
+    let mut raw_len = 0u64;
+    while let Some((len, n_words)) = read_frame_lengths(r, frames)? {
+        // The words, then the frame's CRC32. Seeking past the end is allowed by the OS; the
+        // next read then finds the truncation.
+        r.seek_relative(4 * n_words as i64 + 4)?;
+        raw_len += len as u64;
+        frames += 1;
+    }
+    let trailer = read_trailer(r)?;
+    if trailer.total_len != raw_len {
+        return Err(FormatError::LengthMismatch {
+            trailer: trailer.total_len,
+            decoded: raw_len,
+        }
+        .into());
+    }
+    let stream_len = r.stream_position()? - start;
+    Ok(Layout {
+        header,
+        frames,
+        raw_len,
+        stream_len,
+        trailer,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,6 +353,25 @@ mod tests {
             g[bit / 8] ^= 1 << (bit % 8);
             assert!(parse(&g).is_err(), "bit {bit}");
         }
+    }
+
+    #[test]
+    fn scan_describes_a_stream_and_refuses_truncations() {
+        let f = sample();
+        let layout = scan(&mut io::Cursor::new(&f)).unwrap();
+        assert_eq!(layout.header.recipe, "{\"x\":1}");
+        assert_eq!((layout.frames, layout.raw_len), (1, 3));
+        assert_eq!(layout.stream_len, f.len() as u64);
+        assert_eq!(layout.trailer.crc, 0xDEAD_BEEF);
+        for n in 0..f.len() {
+            assert!(
+                scan(&mut io::Cursor::new(&f[..n])).is_err(),
+                "truncated to {n}"
+            );
+        }
+        let mut longer = f.clone();
+        longer.push(0);
+        assert!(scan(&mut io::Cursor::new(&longer)).is_err());
     }
 
     #[test]

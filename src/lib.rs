@@ -10,6 +10,7 @@
 // chains would hide the correspondence.
 #![allow(clippy::needless_range_loop)]
 
+pub mod cli;
 pub mod codec;
 pub mod coder;
 pub mod format;

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Compares lmzip with the usual compressors on the given files and prints a markdown table:
+# one row per file and compressor with input and output bytes, bits per byte, compression and
+# decompression speed (KB/s, 1 KB = 1000 bytes, wall clock) and a round-trip check (cmp).
+#
+# Usage: scripts/bench.sh FILE...
+#   LMZIP=path/to/lmzip   binary to measure (default: the release build, built if missing)
+#   LMZIP_ARGS="..."      extra compress arguments, e.g. "--model rwkv7 --bptt 8"
+#
+# gzip -9, bzip2 -9, xz -9e and zstd --ultra -22 are measured where installed.
+
+set -eu
+
+if [ "$#" -eq 0 ]; then
+    echo "usage: $0 FILE..." >&2
+    exit 2
+fi
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+if [ -z "${LMZIP:-}" ]; then
+    LMZIP="${CARGO_TARGET_DIR:-$repo/target}/release/lmzip"
+    if [ ! -x "$LMZIP" ]; then
+        echo "building $LMZIP ..." >&2
+        (cd "$repo" && cargo build --release --quiet) >&2
+    fi
+fi
+if [ ! -x "$LMZIP" ]; then
+    echo "$0: no lmzip binary at $LMZIP" >&2
+    exit 1
+fi
+LMZIP_ARGS=${LMZIP_ARGS:-}
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/lmzip-bench.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+now() { date +%s.%N; }
+
+# kbps BYTES START END: kilobytes per second, or n/a when the clock saw no time pass.
+kbps() {
+    awk -v n="$1" -v a="$2" -v b="$3" \
+        'BEGIN { t = b - a; if (t > 0) printf "%.1f", n / 1000 / t; else printf "n/a" }'
+}
+
+# bpb OUT IN: bits per byte.
+bpb() {
+    awk -v o="$1" -v i="$2" 'BEGIN { if (i > 0) printf "%.3f", 8 * o / i; else printf "n/a" }'
+}
+
+size() { wc -c <"$1" | tr -d ' '; }
+
+# measure FILE NAME COMPRESS DECOMPRESS: COMPRESS reads stdin and writes stdout, DECOMPRESS
+# likewise; prints one table row.
+measure() {
+    file=$1 name=$2 pack=$3 unpack=$4
+    packed="$work/packed" unpacked="$work/unpacked"
+    in_bytes=$(size "$file")
+    t0=$(now)
+    if ! sh -c "$pack" <"$file" >"$packed" 2>"$work/err"; then
+        printf '| %s | %s | %s | - | - | - | - | compress failed: %s |\n' \
+            "$(basename "$file")" "$name" "$in_bytes" "$(head -n 1 "$work/err")"
+        return 0
+    fi
+    t1=$(now)
+    if ! sh -c "$unpack" <"$packed" >"$unpacked" 2>"$work/err"; then
+        printf '| %s | %s | %s | %s | %s | %s | - | decompress failed: %s |\n' \
+            "$(basename "$file")" "$name" "$in_bytes" "$(size "$packed")" \
+            "$(bpb "$(size "$packed")" "$in_bytes")" "$(kbps "$in_bytes" "$t0" "$t1")" \
+            "$(head -n 1 "$work/err")"
+        return 0
+    fi
+    t2=$(now)
+    out_bytes=$(size "$packed")
+    if cmp -s "$file" "$unpacked"; then check=ok; else check=MISMATCH; fi
+    printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' \
+        "$(basename "$file")" "$name" "$in_bytes" "$out_bytes" "$(bpb "$out_bytes" "$in_bytes")" \
+        "$(kbps "$in_bytes" "$t0" "$t1")" "$(kbps "$in_bytes" "$t1" "$t2")" "$check"
+    rm -f "$packed" "$unpacked"
+}
+
+# Quote a word for the sh -c command lines above.
+quote() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
+
+lmzip_q=$(quote "$LMZIP")
+lmzip_name="lmzip${LMZIP_ARGS:+ $LMZIP_ARGS}"
+
+echo "| file | compressor | input bytes | output bytes | bpb | compress KB/s | decompress KB/s | round trip |"
+echo "|---|---|---:|---:|---:|---:|---:|---|"
+for file in "$@"; do
+    if [ ! -f "$file" ]; then
+        echo "$0: $file: not a regular file, skipped" >&2
+        continue
+    fi
+    # LMZIP_ARGS is split into words on purpose, as a shell would split it.
+    measure "$file" "$lmzip_name" \
+        "$lmzip_q compress -q $LMZIP_ARGS" "$lmzip_q decompress -q"
+    command -v gzip >/dev/null && measure "$file" "gzip -9" "gzip -9 -c" "gzip -d -c"
+    command -v bzip2 >/dev/null && measure "$file" "bzip2 -9" "bzip2 -9 -c" "bzip2 -d -c"
+    command -v xz >/dev/null && measure "$file" "xz -9e" "xz -9e -c" "xz -d -c"
+    command -v zstd >/dev/null && measure "$file" "zstd --ultra -22" \
+        "zstd -q --ultra -22 -c" "zstd -q -d -c"
+done
