@@ -63,6 +63,17 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     sum
 }
 
+/// `sum_i a[i] * b[i]` added strictly in index order, one product at a time: for the short sums
+/// whose order predates the eight-lane one (the scan's, over one channel's state).
+#[inline]
+pub fn dot_in_order(a: &[f32], b: &[f32]) -> f32 {
+    let mut sum = 0.0f32;
+    for (x, y) in a.iter().zip(b) {
+        sum += x * y;
+    }
+    sum
+}
+
 /// Matrix-vector product `y = W x` for a row-major `W` of `rows × cols`.
 #[inline]
 pub fn gemv(w: &[f32], x: &[f32], y: &mut [f32], rows: usize, cols: usize) {
@@ -210,6 +221,61 @@ pub fn exp_into(x: &[f32], out: &mut [f32]) {
     }
 }
 
+/// Writes `exp(a · x[i])` into `out[i]`: the product rounded, then [`math::exp`]'s SIMD form.
+#[inline]
+pub fn exp_scaled_into(a: f32, x: &[f32], out: &mut [f32]) {
+    let n = x.len().min(out.len());
+    let (x8, x_tail) = x[..n].as_chunks::<LANES>();
+    let (o8, o_tail) = out[..n].as_chunks_mut::<LANES>();
+    let av = f32x8::splat(a);
+    for (o, xc) in o8.iter_mut().zip(x8) {
+        put(o, math::exp_x8(av * lanes(xc)));
+    }
+    for (o, &xi) in o_tail.iter_mut().zip(x_tail) {
+        *o = math::exp(a * xi);
+    }
+}
+
+/// Eight lanes of [`math::sigmoid`], the same operations in the same order.
+#[inline(always)]
+fn sigmoid_x8(x: f32x8) -> f32x8 {
+    let one = f32x8::splat(1.0);
+    one / (one + math::exp_x8(-x))
+}
+
+/// Writes `sigmoid(x[i])` into `out[i]`, bit for bit [`math::sigmoid`].
+#[inline]
+pub fn sigmoid_into(x: &[f32], out: &mut [f32]) {
+    let n = x.len().min(out.len());
+    let (x8, x_tail) = x[..n].as_chunks::<LANES>();
+    let (o8, o_tail) = out[..n].as_chunks_mut::<LANES>();
+    for (o, xc) in o8.iter_mut().zip(x8) {
+        put(o, sigmoid_x8(lanes(xc)));
+    }
+    for (o, &xi) in o_tail.iter_mut().zip(x_tail) {
+        *o = math::sigmoid(xi);
+    }
+}
+
+/// Writes `silu(x[i])` into `out[i]` and `sigmoid(x[i])` into `sig[i]`, bit for bit
+/// [`math::silu_with_sigmoid`].
+#[inline]
+pub fn silu_into(x: &[f32], out: &mut [f32], sig: &mut [f32]) {
+    let n = x.len().min(out.len()).min(sig.len());
+    let (x8, x_tail) = x[..n].as_chunks::<LANES>();
+    let (o8, o_tail) = out[..n].as_chunks_mut::<LANES>();
+    let (s8, s_tail) = sig[..n].as_chunks_mut::<LANES>();
+    for ((o, sg), xc) in o8.iter_mut().zip(s8).zip(x8) {
+        let xv = lanes(xc);
+        let sv = sigmoid_x8(xv);
+        put(sg, sv);
+        put(o, xv * sv);
+    }
+    for ((o, sg), &xi) in o_tail.iter_mut().zip(s_tail).zip(x_tail) {
+        (*o, *sg) = math::silu_with_sigmoid(xi);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -324,6 +390,35 @@ mod tests {
             exp_into(&x, &mut out);
             let want: Vec<f32> = x.iter().map(|&v| math::exp(v)).collect();
             assert_eq!(bits(&out), bits(&want));
+        }
+    }
+
+    #[test]
+    fn activations_match_their_scalar_forms() {
+        for n in LENS {
+            let x: Vec<f32> = data(n, 17).iter().map(|v| v * 12.0).collect();
+            let (mut e, mut sg, mut si, mut si_sig) =
+                (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+            exp_scaled_into(-0.37, &x, &mut e);
+            sigmoid_into(&x, &mut sg);
+            silu_into(&x, &mut si, &mut si_sig);
+            for i in 0..n {
+                assert_eq!(
+                    e[i].to_bits(),
+                    math::exp(-0.37 * x[i]).to_bits(),
+                    "exp n={n}"
+                );
+                assert_eq!(
+                    sg[i].to_bits(),
+                    math::sigmoid(x[i]).to_bits(),
+                    "sigmoid n={n}"
+                );
+                let (u, s) = math::silu_with_sigmoid(x[i]);
+                assert_eq!(
+                    (si[i].to_bits(), si_sig[i].to_bits()),
+                    (u.to_bits(), s.to_bits())
+                );
+            }
         }
     }
 

@@ -294,7 +294,10 @@ struct GradScratch {
     u: Vec<f32>,          // [I] dL/d(SSM input u)
     dt_pre: Vec<f32>,     // [I]
     proj: Vec<f32>,       // [R + 2S]
+    y_pre: Vec<f32>,      // [I] dL/d(SSM output before the gate)
     ssm: Vec<f32>,        // [S] dL/d(new state) of one channel
+    dt_a: Vec<f32>,       // [S] dL/d(Δ·A) of one channel
+    sig: Vec<f32>,        // [I] sigmoid(dt_pre)
     conv_carry: Vec<f32>, // [K−1]
 }
 
@@ -312,8 +315,6 @@ pub struct Mamba1 {
     logits: Vec<f32>,
     /// One block's output before it joins the residual stream, `[H]`.
     block_out: Vec<f32>,
-    /// Δ·A of one layer before exponentiation, `[I, S]`.
-    dt_a: Vec<f32>,
     g: GradScratch,
 }
 
@@ -335,7 +336,6 @@ impl Mamba1 {
             scratch: Trace::new(&cfg),
             logits: vec![0.0; VOCAB],
             block_out: vec![0.0; h],
-            dt_a: vec![0.0; i * s],
             g: GradScratch {
                 h: vec![0.0; h],
                 h_in: vec![0.0; h],
@@ -345,7 +345,10 @@ impl Mamba1 {
                 u: vec![0.0; i],
                 dt_pre: vec![0.0; i],
                 proj: vec![0.0; r + 2 * s],
+                y_pre: vec![0.0; i],
                 ssm: vec![0.0; s],
+                dt_a: vec![0.0; s],
+                sig: vec![0.0; i],
                 conv_carry: vec![0.0; k - 1],
             },
             cfg,
@@ -502,48 +505,39 @@ impl Network for Mamba1 {
                 }
             }
             // 5. u = silu(conv_pre)
-            for c in 0..i {
-                let (u, sig) = math::silu_with_sigmoid(lt.conv_pre[c]);
-                lt.u[c] = u;
-                lt.conv_sig[c] = sig;
-            }
+            kernels::silu_into(&lt.conv_pre, &mut lt.u, &mut lt.conv_sig);
             // 6. [δ; B; C] = x_proj_w · u
             kernels::gemv(p(ls.x_proj_w), &lt.u, &mut lt.proj, r + 2 * s, i);
-            // 7. Δ = softplus(dt_proj_w · δ + dt_proj_b)
+            // 7. Δ = softplus(dt_proj_w · δ + dt_proj_b), its exponentials eight lanes at a time
             kernels::gemv(p(ls.dt_proj_w), &lt.proj[..r], &mut lt.dt_pre, i, r);
             kernels::add_assign(&mut lt.dt_pre, p(ls.dt_proj_b));
-            for c in 0..i {
-                lt.dt[c] = math::softplus(lt.dt_pre[c]);
+            kernels::exp_into(&lt.dt_pre, &mut lt.dt);
+            for (dt, &x) in lt.dt.iter_mut().zip(&lt.dt_pre) {
+                *dt = math::softplus_with_exp(x, *dt);
             }
             // 8. dA = exp(Δ · A)
-            let a = &self.a[l];
-            for c in 0..i {
-                let dt = lt.dt[c];
-                for j in 0..s {
-                    self.dt_a[c * s + j] = dt * a[c * s + j];
-                }
-            }
-            kernels::exp_into(&self.dt_a, &mut lt.da);
             // 9. s' = s · dA + (u·Δ) · B;   y_pre = C · s' + D · u;   y = y_pre · silu(z)
             lt.ssm_prev.copy_from_slice(&st.ssm);
             let (b_vec, c_vec) = (&lt.proj[r..r + s], &lt.proj[r + s..r + 2 * s]);
-            let d = p(ls.d);
-            for c in 0..i {
-                let u_dt = lt.u[c] * lt.dt[c];
-                let row = c * s..(c + 1) * s;
-                for (((sn, &sp), &da), &bj) in st.ssm[row.clone()]
-                    .iter_mut()
-                    .zip(&lt.ssm_prev[row.clone()])
-                    .zip(&lt.da[row.clone()])
-                    .zip(b_vec)
-                {
+            let channels = st
+                .ssm
+                .chunks_exact_mut(s)
+                .zip(lt.ssm_prev.chunks_exact(s))
+                .zip(lt.da.chunks_exact_mut(s))
+                .zip(self.a[l].chunks_exact(s))
+                .zip(lt.y_pre.iter_mut())
+                .zip(lt.u.iter().zip(&lt.dt).zip(p(ls.d)));
+            for (((((s_new, s_prev), da), a), y_pre), ((&u, &dt), &d)) in channels {
+                kernels::exp_scaled_into(dt, a, da);
+                let u_dt = u * dt;
+                for (((sn, &sp), &da), &bj) in s_new.iter_mut().zip(s_prev).zip(&*da).zip(b_vec) {
                     *sn = sp * da + u_dt * bj;
                 }
-                lt.y_pre[c] = kernels::dot(&st.ssm[row], c_vec) + d[c] * lt.u[c];
-                let (gate, gate_sig) = math::silu_with_sigmoid(lt.xz[i + c]);
-                lt.gate[c] = gate;
-                lt.gate_sig[c] = gate_sig;
-                lt.y[c] = lt.y_pre[c] * gate;
+                *y_pre = kernels::dot(s_new, c_vec) + d * u;
+            }
+            kernels::silu_into(&lt.xz[i..], &mut lt.gate, &mut lt.gate_sig);
+            for ((y, &y_pre), &gate) in lt.y.iter_mut().zip(&lt.y_pre).zip(&lt.gate) {
+                *y = y_pre * gate;
             }
             lt.ssm_new.copy_from_slice(&st.ssm);
             // 10. h += out_proj_w · y + out_proj_b
@@ -616,59 +610,77 @@ impl Network for Mamba1 {
             }
             kernels::gemv_t(p(ls.out_proj_w), &g.h, &mut g.y, h, i);
 
-            // 9. back through the gate and the selective scan, channel by channel.
+            // 9. back through the gate and the selective scan: the element-wise parts over all
+            //    channels at once, the scan channel by channel.
+            //    y = y_pre · silu(z)
+            let gate_terms = lt.y_pre.iter().zip(&lt.xz[i..]).zip(&lt.gate_sig);
+            for ((((g_y_pre, g_z), &gy), &gate), ((&y_pre, &z), &z_sig)) in g
+                .y_pre
+                .iter_mut()
+                .zip(&mut g.xz[i..])
+                .zip(&g.y)
+                .zip(&lt.gate)
+                .zip(gate_terms)
+            {
+                *g_y_pre = gy * gate;
+                *g_z = (gy * y_pre) * math::silu_grad(z, z_sig);
+            }
+            //    y_pre = C · s' + D · u
+            if scope.has(MIXER_SSM) {
+                for ((gd, &g_y_pre), &u) in ls.d.of_mut(grads).iter_mut().zip(&g.y_pre).zip(&lt.u) {
+                    *gd += g_y_pre * u;
+                }
+            }
             let (b_vec, c_vec) = (&lt.proj[r..r + s], &lt.proj[r + s..r + 2 * s]);
             g.proj.fill(0.0);
+            let (g_b, g_c) = g.proj[r..].split_at_mut(s);
+            let (g_s, g_dt_a) = (&mut g.ssm[..s], &mut g.dt_a[..s]);
             let d = p(ls.d);
+            let mut g_a_log = scope.has(MIXER_SSM).then(|| ls.a_log.of_mut(grads));
             let mut layer_carry = carry.as_deref_mut().map(|c| &mut c.layers[l]);
             for c in 0..i {
-                let g_y_pre = g.y[c] * lt.gate[c];
-                let g_gate = g.y[c] * lt.y_pre[c];
-                g.xz[i + c] = g_gate * math::silu_grad(lt.xz[i + c], lt.gate_sig[c]);
-
-                let (u, dt) = (lt.u[c], lt.dt[c]);
-                let u_dt = u * dt;
-                let mut g_u = g_y_pre * d[c];
-                if scope.has(MIXER_SSM) {
-                    ls.d.of_mut(grads)[c] += g_y_pre * u;
-                }
                 let row = c * s..(c + 1) * s;
+                let (s_prev, s_new) = (&lt.ssm_prev[row.clone()], &lt.ssm_new[row.clone()]);
+                let (da, a_row) = (&lt.da[row.clone()], &a[row.clone()]);
+                let (g_y_pre, u, dt) = (g.y_pre[c], lt.u[c], lt.dt[c]);
+                let u_dt = u * dt;
                 // dL/ds' = g_y_pre · C (+ what later bytes pass back)
-                for j in 0..s {
-                    g.ssm[j] = g_y_pre * c_vec[j];
+                for (gs, &cj) in g_s.iter_mut().zip(c_vec) {
+                    *gs = g_y_pre * cj;
                 }
                 if let Some(lc) = layer_carry.as_deref() {
-                    kernels::add_assign(&mut g.ssm, &lc.ssm[row.clone()]);
+                    kernels::add_assign(g_s, &lc.ssm[row.clone()]);
                 }
-                let mut g_u_dt = 0.0f32;
-                let mut g_dt = 0.0f32;
-                for j in 0..s {
-                    let idx = c * s + j;
-                    let gs = g.ssm[j];
-                    // C_j gradient: y_pre = Σ_j C_j s'_j
-                    g.proj[r + s + j] += g_y_pre * lt.ssm_new[idx];
-                    // s'_j = s_j · dA_j + (u·Δ) · B_j
-                    g_u_dt += gs * b_vec[j];
-                    g.proj[r + j] += gs * u_dt;
-                    let g_da = gs * lt.ssm_prev[idx];
-                    // dA_j = exp(Δ · A_j), A_j = −exp(A_log_j)
-                    let g_dt_a = g_da * lt.da[idx];
-                    g_dt += g_dt_a * a[idx];
-                    if scope.has(MIXER_SSM) {
-                        // dL/dA_log = dL/dA · dA/dA_log = (g_dt_a · Δ) · A
-                        ls.a_log.of_mut(grads)[idx] += g_dt_a * dt * a[idx];
+                // C gradient: y_pre = Σ_j C_j s'_j
+                kernels::axpy(g_c, g_y_pre, s_new);
+                // s'_j = s_j · dA_j + (u·Δ) · B_j
+                let g_u_dt = kernels::dot_in_order(g_s, b_vec);
+                kernels::axpy(g_b, u_dt, g_s);
+                // dA_j = exp(Δ · A_j), A_j = −exp(A_log_j):  dL/d(Δ·A_j) = g_s_j · s_j · dA_j
+                for (((t, &gs), &sp), &daj) in g_dt_a.iter_mut().zip(&*g_s).zip(s_prev).zip(da) {
+                    *t = gs * sp * daj;
+                }
+                let g_dt = kernels::dot_in_order(g_dt_a, a_row);
+                if let Some(g_a_log) = g_a_log.as_deref_mut() {
+                    // dL/dA_log = dL/dA · dA/dA_log = (g_dt_a · Δ) · A
+                    let terms = g_dt_a.iter().zip(a_row);
+                    for (ga, (&t, &aj)) in g_a_log[row.clone()].iter_mut().zip(terms) {
+                        *ga += t * dt * aj;
                     }
                 }
                 if let Some(lc) = layer_carry.as_deref_mut() {
-                    for j in 0..s {
-                        lc.ssm[c * s + j] = g.ssm[j] * lt.da[c * s + j];
+                    for ((out, &gs), &daj) in lc.ssm[row].iter_mut().zip(&*g_s).zip(da) {
+                        *out = gs * daj;
                     }
                 }
-                g_u += g_u_dt * dt;
-                g_dt += g_u_dt * u;
-                // 7. Δ = softplus(dt_pre)
-                g.dt_pre[c] = g_dt * math::sigmoid(lt.dt_pre[c]);
-                g.u[c] = g_u;
+                g.u[c] = g_y_pre * d[c] + g_u_dt * dt;
+                // dL/dΔ; step 7 below multiplies in softplus'.
+                g.dt_pre[c] = g_dt + g_u_dt * u;
+            }
+            // 7. Δ = softplus(dt_pre):  dΔ/d dt_pre = sigmoid(dt_pre)
+            kernels::sigmoid_into(&lt.dt_pre, &mut g.sig);
+            for (gd, &sig) in g.dt_pre.iter_mut().zip(&g.sig) {
+                *gd *= sig;
             }
 
             // 7. dt_pre = dt_proj_w · δ + dt_proj_b
