@@ -28,6 +28,12 @@ fn put(c: &mut [f32; LANES], v: f32x8) {
     *c = v.to_array();
 }
 
+/// `c += v`, lane by lane.
+#[inline(always)]
+fn add_to(c: &mut [f32; LANES], v: f32x8) {
+    put(c, lanes(c) + v);
+}
+
 /// Folds eight lane accumulators in the fixed order `((0+1)+(2+3))+((4+5)+(6+7))`.
 #[inline(always)]
 pub(crate) fn fold_lanes(acc: [f32; LANES]) -> f32 {
@@ -125,6 +131,105 @@ pub fn gemv_t_acc(w: &[f32], g: &[f32], out: &mut [f32], rows: usize, cols: usiz
     }
     for &(gr, row) in &batch[..pending] {
         axpy(out, gr, row);
+    }
+}
+
+/// Backward of `y = W x` for a row-major `W` of `rows × cols`, given `g = dL/dy`: `g_x += Wᵀ g`
+/// and, when `g_w` is given, `g_w += g xᵀ`.
+///
+/// The same bits as [`add_outer`]`(g_w, rows, cols, g, x)` and [`gemv_t_acc`]`(w, g, g_x, rows,
+/// cols)` (which write different buffers, so their order is free): both skip the rows whose
+/// `g[r]` is zero, and every element gets the same products added in the same order. Done in
+/// one pass, four rows at a time, each block of `x` and of `g_x` is loaded once for the rows of
+/// both products.
+#[inline]
+pub fn linear_backward(
+    w: &[f32],
+    g: &[f32],
+    x: &[f32],
+    g_x: &mut [f32],
+    g_w: Option<&mut [f32]>,
+    rows: usize,
+    cols: usize,
+) {
+    let Some(g_w) = g_w else {
+        return gemv_t_acc(w, g, g_x, rows, cols);
+    };
+    assert!(w.len() >= rows * cols && g_w.len() >= rows * cols && g.len() >= rows);
+    assert!(x.len() >= cols && g_x.len() >= cols);
+    if cols == 0 {
+        return;
+    }
+    let (x, g_x) = (&x[..cols], &mut g_x[..cols]);
+    let mut batch: [(f32, &[f32], &mut [f32]); 4] =
+        std::array::from_fn(|_| (0.0, &[][..], Default::default()));
+    let mut pending = 0;
+    let rows_of = g[..rows]
+        .iter()
+        .zip(w.chunks_exact(cols))
+        .zip(g_w.chunks_exact_mut(cols));
+    for ((&gr, row), g_row) in rows_of {
+        if gr == 0.0 {
+            continue;
+        }
+        batch[pending] = (gr, row, g_row);
+        pending += 1;
+        if pending == batch.len() {
+            linear_backward4(x, g_x, &mut batch);
+            pending = 0;
+        }
+    }
+    for (gr, row, g_row) in &mut batch[..pending] {
+        axpy(g_row, *gr, x);
+        axpy(g_x, *gr, row);
+    }
+}
+
+/// Four rows of [`linear_backward`]: `g_w[k] += g[k]·x` for each row `k`, and `g_x += g[k]·W[k]`
+/// for `k` = 0, 1, 2, 3 in this order, element by element.
+#[inline]
+fn linear_backward4(x: &[f32], g_x: &mut [f32], rows: &mut [(f32, &[f32], &mut [f32]); 4]) {
+    let n = rows.iter().fold(x.len().min(g_x.len()), |n, r| {
+        n.min(r.1.len()).min(r.2.len())
+    });
+    let a = [rows[0].0, rows[1].0, rows[2].0, rows[3].0];
+    let av = a.map(f32x8::splat);
+    let [(_, w0, gw0), (_, w1, gw1), (_, w2, gw2), (_, w3, gw3)] = rows;
+    let (x8, x_tail) = x[..n].as_chunks::<LANES>();
+    let (gx8, gx_tail) = g_x[..n].as_chunks_mut::<LANES>();
+    let (w0, w0_tail) = w0[..n].as_chunks::<LANES>();
+    let (w1, w1_tail) = w1[..n].as_chunks::<LANES>();
+    let (w2, w2_tail) = w2[..n].as_chunks::<LANES>();
+    let (w3, w3_tail) = w3[..n].as_chunks::<LANES>();
+    let (gw0, gw0_tail) = gw0[..n].as_chunks_mut::<LANES>();
+    let (gw1, gw1_tail) = gw1[..n].as_chunks_mut::<LANES>();
+    let (gw2, gw2_tail) = gw2[..n].as_chunks_mut::<LANES>();
+    let (gw3, gw3_tail) = gw3[..n].as_chunks_mut::<LANES>();
+    for (i, gxc) in gx8.iter_mut().enumerate() {
+        let xv = lanes(&x8[i]);
+        add_to(&mut gw0[i], av[0] * xv);
+        add_to(&mut gw1[i], av[1] * xv);
+        add_to(&mut gw2[i], av[2] * xv);
+        add_to(&mut gw3[i], av[3] * xv);
+        let mut v = lanes(gxc);
+        v += av[0] * lanes(&w0[i]);
+        v += av[1] * lanes(&w1[i]);
+        v += av[2] * lanes(&w2[i]);
+        v += av[3] * lanes(&w3[i]);
+        put(gxc, v);
+    }
+    for (j, gxj) in gx_tail.iter_mut().enumerate() {
+        let xj = x_tail[j];
+        gw0_tail[j] += a[0] * xj;
+        gw1_tail[j] += a[1] * xj;
+        gw2_tail[j] += a[2] * xj;
+        gw3_tail[j] += a[3] * xj;
+        let mut v = *gxj;
+        v += a[0] * w0_tail[j];
+        v += a[1] * w1_tail[j];
+        v += a[2] * w2_tail[j];
+        v += a[3] * w3_tail[j];
+        *gxj = v;
     }
 }
 
@@ -362,6 +467,39 @@ mod tests {
             add_outer(&mut d1, rows, cols, &g, &right);
             scalar::add_outer(&mut d2, rows, cols, &g, &right);
             assert_eq!(bits(&d1), bits(&d2), "add_outer {rows}x{cols}");
+        }
+    }
+
+    /// The fused backward of a linear layer equals `add_outer` plus `gemv_t_acc`, zero rows,
+    /// −0 and infinities included.
+    #[test]
+    fn linear_backward_matches_outer_and_transpose() {
+        for (rows, cols) in [(1, 3), (4, 8), (6, 9), (7, 16), (11, 21), (13, 40), (9, 0)] {
+            let mut w = data(rows * cols, 18);
+            let mut g = data(rows, 19);
+            for r in (0..rows).step_by(3) {
+                g[r] = if r % 2 == 0 { 0.0 } else { -0.0 };
+                if cols > 0 {
+                    w[r * cols] = f32::INFINITY;
+                }
+            }
+            let x = data(cols, 20);
+            let mut gx0 = data(cols, 21);
+            let mut gw0 = data(rows * cols, 22);
+            if cols > 0 {
+                gx0[0] = -0.0;
+                gw0[cols - 1] = -0.0;
+            }
+            let (mut gx1, mut gw1) = (gx0.clone(), gw0.clone());
+            linear_backward(&w, &g, &x, &mut gx1, Some(&mut gw1), rows, cols);
+            let (mut gx2, mut gw2) = (gx0.clone(), gw0.clone());
+            scalar::add_outer(&mut gw2, rows, cols, &g, &x);
+            scalar::gemv_t_acc(&w, &g, &mut gx2, rows, cols);
+            assert_eq!(bits(&gx1), bits(&gx2), "g_x {rows}x{cols}");
+            assert_eq!(bits(&gw1), bits(&gw2), "g_w {rows}x{cols}");
+            let mut gx3 = gx0.clone();
+            linear_backward(&w, &g, &x, &mut gx3, None, rows, cols);
+            assert_eq!(bits(&gx3), bits(&gx2), "g_x alone {rows}x{cols}");
         }
     }
 

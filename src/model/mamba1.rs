@@ -581,12 +581,13 @@ impl Network for Mamba1 {
         let sl = &self.slots;
 
         // 11. logits = lm_head · norm_f
-        if scope.has(HEAD) {
-            kernels::add_outer(sl.lm_head.of_mut(grads), VOCAB, h, grad_logits, &tr.norm_f);
-        }
+        let g_head = scope.has(HEAD).then(|| sl.lm_head.of_mut(grads));
         let below = [EMBED, LAYER_NORM, MIXER_CONV, MIXER_SSM, MIXER_PROJ];
         if !below.iter().any(|&gr| scope.has(gr)) {
             // Nothing below the head trains: no gradient flows into the state either.
+            if let Some(g_head) = g_head {
+                kernels::add_outer(g_head, VOCAB, h, grad_logits, &tr.norm_f);
+            }
             if let Some(c) = carry {
                 for l in &mut c.layers {
                     l.conv.fill(0.0);
@@ -595,20 +596,31 @@ impl Network for Mamba1 {
             }
             return;
         }
-        kernels::gemv_t(p(sl.lm_head), grad_logits, &mut g.norm, VOCAB, h);
+        g.norm.fill(0.0);
+        kernels::linear_backward(
+            p(sl.lm_head),
+            grad_logits,
+            &tr.norm_f,
+            &mut g.norm,
+            g_head,
+            VOCAB,
+            h,
+        );
         //     norm_f = rms(h_final) · final_norm_w
         let gw = scope.has(LAYER_NORM).then(|| sl.final_norm_w.of_mut(grads));
         rms_norm_backward(&tr.h_final, p(sl.final_norm_w), &g.norm, &mut g.h, gw);
 
+        let train_proj = scope.has(MIXER_PROJ);
         for l in (0..self.cfg.layers).rev() {
             let (ls, lt) = (&sl.layers[l], &tr.layers[l]);
             let a = &self.a[l];
             // 10. h_out = h_in + out_proj_w · y + out_proj_b   (g.h is dL/dh_out = dL/dout)
-            if scope.has(MIXER_PROJ) {
-                kernels::add_outer(ls.out_proj_w.of_mut(grads), h, i, &g.h, &lt.y);
+            if train_proj {
                 kernels::add_assign(ls.out_proj_b.of_mut(grads), &g.h);
             }
-            kernels::gemv_t(p(ls.out_proj_w), &g.h, &mut g.y, h, i);
+            let g_w = train_proj.then(|| ls.out_proj_w.of_mut(grads));
+            g.y.fill(0.0);
+            kernels::linear_backward(p(ls.out_proj_w), &g.h, &lt.y, &mut g.y, g_w, h, i);
 
             // 9. back through the gate and the selective scan: the element-wise parts over all
             //    channels at once, the scan channel by channel.
@@ -684,19 +696,24 @@ impl Network for Mamba1 {
             }
 
             // 7. dt_pre = dt_proj_w · δ + dt_proj_b
-            if scope.has(MIXER_PROJ) {
-                kernels::add_outer(ls.dt_proj_w.of_mut(grads), i, r, &g.dt_pre, &lt.proj[..r]);
+            if train_proj {
                 kernels::add_assign(ls.dt_proj_b.of_mut(grads), &g.dt_pre);
             }
-            {
-                let (g_delta, _) = g.proj.split_at_mut(r);
-                kernels::gemv_t(p(ls.dt_proj_w), &g.dt_pre, g_delta, i, r);
-            }
+            let g_w = train_proj.then(|| ls.dt_proj_w.of_mut(grads));
+            let g_delta = &mut g.proj[..r];
+            g_delta.fill(0.0);
+            kernels::linear_backward(
+                p(ls.dt_proj_w),
+                &g.dt_pre,
+                &lt.proj[..r],
+                g_delta,
+                g_w,
+                i,
+                r,
+            );
             // 6. proj = x_proj_w · u
-            if scope.has(MIXER_PROJ) {
-                kernels::add_outer(ls.x_proj_w.of_mut(grads), r + 2 * s, i, &g.proj, &lt.u);
-            }
-            kernels::gemv_t_acc(p(ls.x_proj_w), &g.proj, &mut g.u, r + 2 * s, i);
+            let g_w = train_proj.then(|| ls.x_proj_w.of_mut(grads));
+            kernels::linear_backward(p(ls.x_proj_w), &g.proj, &lt.u, &mut g.u, g_w, r + 2 * s, i);
 
             // 5. u = silu(conv_pre);  4. conv_pre = Σ_t w_t · x_{now−t} + b
             let cw = p(ls.conv_w);
@@ -729,11 +746,12 @@ impl Network for Mamba1 {
             }
 
             // 3. xz = in_proj_w · norm + in_proj_b
-            if scope.has(MIXER_PROJ) {
-                kernels::add_outer(ls.in_proj_w.of_mut(grads), 2 * i, h, &g.xz, &lt.norm);
+            if train_proj {
                 kernels::add_assign(ls.in_proj_b.of_mut(grads), &g.xz);
             }
-            kernels::gemv_t(p(ls.in_proj_w), &g.xz, &mut g.norm, 2 * i, h);
+            let g_w = train_proj.then(|| ls.in_proj_w.of_mut(grads));
+            g.norm.fill(0.0);
+            kernels::linear_backward(p(ls.in_proj_w), &g.xz, &lt.norm, &mut g.norm, g_w, 2 * i, h);
             // 2. norm = rms(h_in) · norm_w; the residual passes g.h through unchanged.
             let gw = scope.has(LAYER_NORM).then(|| ls.norm_w.of_mut(grads));
             rms_norm_backward(&lt.h_in, p(ls.norm_w), &g.norm, &mut g.h_in, gw);
