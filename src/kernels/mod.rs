@@ -134,6 +134,22 @@ pub fn gemv_t_acc(w: &[f32], g: &[f32], out: &mut [f32], rows: usize, cols: usiz
     }
 }
 
+/// Backward of `y = W x` for a row-major `W` of `rows × cols`, given `g = dL/dy`: writes
+/// `g_x = Wᵀ g` and, when `g_w` is given, adds `g xᵀ` to it. See [`linear_backward_acc`].
+#[inline]
+pub fn linear_backward(
+    w: &[f32],
+    g: &[f32],
+    x: &[f32],
+    g_x: &mut [f32],
+    g_w: Option<&mut [f32]>,
+    rows: usize,
+    cols: usize,
+) {
+    g_x[..cols].fill(0.0);
+    linear_backward_acc(w, g, x, g_x, g_w, rows, cols);
+}
+
 /// Backward of `y = W x` for a row-major `W` of `rows × cols`, given `g = dL/dy`: `g_x += Wᵀ g`
 /// and, when `g_w` is given, `g_w += g xᵀ`.
 ///
@@ -143,7 +159,7 @@ pub fn gemv_t_acc(w: &[f32], g: &[f32], out: &mut [f32], rows: usize, cols: usiz
 /// one pass, four rows at a time, each block of `x` and of `g_x` is loaded once for the rows of
 /// both products.
 #[inline]
-pub fn linear_backward(
+pub fn linear_backward_acc(
     w: &[f32],
     g: &[f32],
     x: &[f32],
@@ -185,7 +201,7 @@ pub fn linear_backward(
     }
 }
 
-/// Four rows of [`linear_backward`]: `g_w[k] += g[k]·x` for each row `k`, and `g_x += g[k]·W[k]`
+/// Four rows of [`linear_backward_acc`]: `g_w[k] += g[k]·x` for each row `k`, and `g_x += g[k]·W[k]`
 /// for `k` = 0, 1, 2, 3 in this order, element by element.
 #[inline]
 fn linear_backward4(x: &[f32], g_x: &mut [f32], rows: &mut [(f32, &[f32], &mut [f32]); 4]) {
@@ -491,14 +507,14 @@ mod tests {
                 gw0[cols - 1] = -0.0;
             }
             let (mut gx1, mut gw1) = (gx0.clone(), gw0.clone());
-            linear_backward(&w, &g, &x, &mut gx1, Some(&mut gw1), rows, cols);
+            linear_backward_acc(&w, &g, &x, &mut gx1, Some(&mut gw1), rows, cols);
             let (mut gx2, mut gw2) = (gx0.clone(), gw0.clone());
             scalar::add_outer(&mut gw2, rows, cols, &g, &x);
             scalar::gemv_t_acc(&w, &g, &mut gx2, rows, cols);
             assert_eq!(bits(&gx1), bits(&gx2), "g_x {rows}x{cols}");
             assert_eq!(bits(&gw1), bits(&gw2), "g_w {rows}x{cols}");
             let mut gx3 = gx0.clone();
-            linear_backward(&w, &g, &x, &mut gx3, None, rows, cols);
+            linear_backward_acc(&w, &g, &x, &mut gx3, None, rows, cols);
             assert_eq!(bits(&gx3), bits(&gx2), "g_x alone {rows}x{cols}");
         }
     }

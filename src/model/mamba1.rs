@@ -596,7 +596,6 @@ impl Network for Mamba1 {
             }
             return;
         }
-        g.norm.fill(0.0);
         kernels::linear_backward(
             p(sl.lm_head),
             grad_logits,
@@ -619,7 +618,6 @@ impl Network for Mamba1 {
                 kernels::add_assign(ls.out_proj_b.of_mut(grads), &g.h);
             }
             let g_w = train_proj.then(|| ls.out_proj_w.of_mut(grads));
-            g.y.fill(0.0);
             kernels::linear_backward(p(ls.out_proj_w), &g.h, &lt.y, &mut g.y, g_w, h, i);
 
             // 9. back through the gate and the selective scan: the element-wise parts over all
@@ -700,20 +698,19 @@ impl Network for Mamba1 {
                 kernels::add_assign(ls.dt_proj_b.of_mut(grads), &g.dt_pre);
             }
             let g_w = train_proj.then(|| ls.dt_proj_w.of_mut(grads));
-            let g_delta = &mut g.proj[..r];
-            g_delta.fill(0.0);
-            kernels::linear_backward(
-                p(ls.dt_proj_w),
-                &g.dt_pre,
-                &lt.proj[..r],
-                g_delta,
-                g_w,
-                i,
-                r,
-            );
+            let (g_delta, delta) = (&mut g.proj[..r], &lt.proj[..r]);
+            kernels::linear_backward(p(ls.dt_proj_w), &g.dt_pre, delta, g_delta, g_w, i, r);
             // 6. proj = x_proj_w · u
             let g_w = train_proj.then(|| ls.x_proj_w.of_mut(grads));
-            kernels::linear_backward(p(ls.x_proj_w), &g.proj, &lt.u, &mut g.u, g_w, r + 2 * s, i);
+            kernels::linear_backward_acc(
+                p(ls.x_proj_w),
+                &g.proj,
+                &lt.u,
+                &mut g.u,
+                g_w,
+                r + 2 * s,
+                i,
+            );
 
             // 5. u = silu(conv_pre);  4. conv_pre = Σ_t w_t · x_{now−t} + b
             let cw = p(ls.conv_w);
@@ -750,7 +747,6 @@ impl Network for Mamba1 {
                 kernels::add_assign(ls.in_proj_b.of_mut(grads), &g.xz);
             }
             let g_w = train_proj.then(|| ls.in_proj_w.of_mut(grads));
-            g.norm.fill(0.0);
             kernels::linear_backward(p(ls.in_proj_w), &g.xz, &lt.norm, &mut g.norm, g_w, 2 * i, h);
             // 2. norm = rms(h_in) · norm_w; the residual passes g.h through unchanged.
             let gw = scope.has(LAYER_NORM).then(|| ls.norm_w.of_mut(grads));

@@ -943,13 +943,11 @@ impl Network for Rwkv7 {
         }
 
         // 21. logits = lm_head · xo,   xo = LN_out(x_final)
-        if train_head {
-            kernels::add_outer(sl.lm_head.of_mut(grads), VOCAB, c, grad_logits, &tr.xo);
-        }
         if !train_head && !below {
             return;
         }
-        kernels::gemv_t(p(sl.lm_head), grad_logits, &mut g.xn, VOCAB, c);
+        let g_w = train_head.then(|| sl.lm_head.of_mut(grads));
+        kernels::linear_backward(p(sl.lm_head), grad_logits, &tr.xo, &mut g.xn, g_w, VOCAB, c);
         if train_head {
             layer_norm_param_grads(
                 &tr.x_final,
@@ -971,18 +969,14 @@ impl Network for Rwkv7 {
             let mut lc = carry.as_deref_mut().map(|cr| &mut cr.layers[l]);
 
             // 20. x_out = x_mid + W_value h   (g.x = dL/dx_out, and the residual passes it on)
-            if train_ffn {
-                kernels::add_outer(ls.ffn_value.of_mut(grads), c, f, &g.x, &lt.ffn_h);
-            }
-            kernels::gemv_t(p(ls.ffn_value), &g.x, &mut g.f, c, f);
+            let g_w = train_ffn.then(|| ls.ffn_value.of_mut(grads));
+            kernels::linear_backward(p(ls.ffn_value), &g.x, &lt.ffn_h, &mut g.f, g_w, c, f);
             // 19. h = relu(pre)²:   dh/dpre = 2·pre where pre > 0
             for (gf, &pre) in g.f.iter_mut().zip(&lt.ffn_pre) {
                 *gf = if pre > 0.0 { *gf * (2.0 * pre) } else { 0.0 };
             }
-            if train_ffn {
-                kernels::add_outer(ls.ffn_key.of_mut(grads), f, c, &g.f, &lt.ffn_x);
-            }
-            kernels::gemv_t(p(ls.ffn_key), &g.f, &mut g.tmp, f, c);
+            let g_w = train_ffn.then(|| ls.ffn_key.of_mut(grads));
+            kernels::linear_backward(p(ls.ffn_key), &g.f, &lt.ffn_x, &mut g.tmp, g_w, f, c);
             // 18. ffn_x = xf + μ ⊙ (prev − xf), and xf became the next byte's prev: what later
             //     bytes pass back for it joins g.xn; the carry then holds dL/d(prev).
             match lc.as_deref_mut() {
@@ -1016,10 +1010,8 @@ impl Network for Rwkv7 {
             kernels::add_assign(&mut g.x, &g.tmp);
 
             // 16. x_mid = x_in + W_o y_gate   (g.x = dL/dx_mid)
-            if train_attn {
-                kernels::add_outer(ls.o_proj.of_mut(grads), c, c, &g.x, &lt.y_gate);
-            }
-            kernels::gemv_t(p(ls.o_proj), &g.x, &mut g.y, c, c);
+            let g_w = train_attn.then(|| ls.o_proj.of_mut(grads));
+            kernels::linear_backward(p(ls.o_proj), &g.x, &lt.y_gate, &mut g.y, g_w, c, c);
             // 15. y_gate = y_head ⊙ g
             for i in 0..c {
                 g.g[i] = g.y[i] * lt.y_head[i];
@@ -1167,28 +1159,25 @@ impl Network for Rwkv7 {
                     }
                     if train_attn {
                         kernels::add_assign(vl.v0.of_mut(grads), &g.pre);
-                        kernels::add_outer(vl.v2.of_mut(grads), c, dv, &g.pre, &lt.v_hidden);
                     }
-                    kernels::gemv_t(p(vl.v2), &g.pre, &mut g.rank, c, dv);
-                    if train_attn {
-                        kernels::add_outer(vl.v1.of_mut(grads), dv, c, &g.rank, &lt.shift[VAL]);
-                    }
+                    let g_w = train_attn.then(|| vl.v2.of_mut(grads));
+                    let v_hidden = &lt.v_hidden;
+                    kernels::linear_backward(p(vl.v2), &g.pre, v_hidden, &mut g.rank, g_w, c, dv);
                     // x_v also feeds ṽ: step 5 adds W_vᵀ·dL/dṽ to this.
-                    kernels::gemv_t(p(vl.v1), &g.rank, &mut g.shift[VAL], dv, c);
+                    let g_w = train_attn.then(|| vl.v1.of_mut(grads));
+                    let (x_v, g_x_v) = (&lt.shift[VAL], &mut g.shift[VAL]);
+                    kernels::linear_backward(p(vl.v1), &g.rank, x_v, g_x_v, g_w, dv, c);
                 }
             }
             // 8. g = G2 σ(G1 x_g)
-            if train_attn {
-                kernels::add_outer(ls.g2.of_mut(grads), c, dg, &g.g, &lt.g_hidden);
-            }
-            kernels::gemv_t(p(ls.g2), &g.g, &mut g.rank, c, dg);
+            let g_w = train_attn.then(|| ls.g2.of_mut(grads));
+            kernels::linear_backward(p(ls.g2), &g.g, &lt.g_hidden, &mut g.rank, g_w, c, dg);
             for (gr, &s) in g.rank[..dg].iter_mut().zip(&lt.g_hidden) {
                 *gr *= s * (1.0 - s);
             }
-            if train_attn {
-                kernels::add_outer(ls.g1.of_mut(grads), dg, c, &g.rank, &lt.shift[G]);
-            }
-            kernels::gemv_t(p(ls.g1), &g.rank, &mut g.shift[G], dg, c);
+            let g_w = train_attn.then(|| ls.g1.of_mut(grads));
+            let (x_g, g_x_g) = (&lt.shift[G], &mut g.shift[G]);
+            kernels::linear_backward(p(ls.g1), &g.rank, x_g, g_x_g, g_w, dg, c);
             // 7. a = σ(A2 A1 x_a + a0)
             for i in 0..c {
                 let a = lt.a[i];
@@ -1196,13 +1185,12 @@ impl Network for Rwkv7 {
             }
             if train_attn {
                 kernels::add_assign(ls.a0.of_mut(grads), &g.pre);
-                kernels::add_outer(ls.a2.of_mut(grads), c, da, &g.pre, &lt.a_hidden);
             }
-            kernels::gemv_t(p(ls.a2), &g.pre, &mut g.rank, c, da);
-            if train_attn {
-                kernels::add_outer(ls.a1.of_mut(grads), da, c, &g.rank, &lt.shift[A]);
-            }
-            kernels::gemv_t(p(ls.a1), &g.rank, &mut g.shift[A], da, c);
+            let g_w = train_attn.then(|| ls.a2.of_mut(grads));
+            kernels::linear_backward(p(ls.a2), &g.pre, &lt.a_hidden, &mut g.rank, g_w, c, da);
+            let g_w = train_attn.then(|| ls.a1.of_mut(grads));
+            let (x_a, g_x_a) = (&lt.shift[A], &mut g.shift[A]);
+            kernels::linear_backward(p(ls.a1), &g.rank, x_a, g_x_a, g_w, da, c);
             // 6. w = exp(−e^{−½} s),  s = σ(W2 tanh(W1 x_w) + w0):  dw/dpre = −e^{−½}·w·s(1 − s)
             for i in 0..c {
                 let s = lt.w_sig[i];
@@ -1210,25 +1198,25 @@ impl Network for Rwkv7 {
             }
             if train_attn {
                 kernels::add_assign(ls.w0.of_mut(grads), &g.pre);
-                kernels::add_outer(ls.w2.of_mut(grads), c, dw, &g.pre, &lt.w_hidden);
             }
-            kernels::gemv_t(p(ls.w2), &g.pre, &mut g.rank, c, dw);
+            let g_w = train_attn.then(|| ls.w2.of_mut(grads));
+            kernels::linear_backward(p(ls.w2), &g.pre, &lt.w_hidden, &mut g.rank, g_w, c, dw);
             for (gr, &t) in g.rank[..dw].iter_mut().zip(&lt.w_hidden) {
                 *gr *= 1.0 - t * t;
             }
-            if train_attn {
-                kernels::add_outer(ls.w1.of_mut(grads), dw, c, &g.rank, &lt.shift[W]);
-            }
-            kernels::gemv_t(p(ls.w1), &g.rank, &mut g.shift[W], dw, c);
+            let g_w = train_attn.then(|| ls.w1.of_mut(grads));
+            let (x_w, g_x_w) = (&lt.shift[W], &mut g.shift[W]);
+            kernels::linear_backward(p(ls.w1), &g.rank, x_w, g_x_w, g_w, dw, c);
             // 5. r = W_r x_r;   k̃ = W_k x_k;   ṽ = W_v x_v
-            if train_attn {
-                kernels::add_outer(ls.r_proj.of_mut(grads), c, c, &g.r, &lt.shift[R]);
-                kernels::add_outer(ls.k_proj.of_mut(grads), c, c, &g.kt, &lt.shift[K]);
-                kernels::add_outer(ls.v_proj.of_mut(grads), c, c, &g.vt, &lt.shift[VAL]);
-            }
-            kernels::gemv_t(p(ls.r_proj), &g.r, &mut g.shift[R], c, c);
-            kernels::gemv_t(p(ls.k_proj), &g.kt, &mut g.shift[K], c, c);
-            kernels::gemv_t_acc(p(ls.v_proj), &g.vt, &mut g.shift[VAL], c, c);
+            let g_w = train_attn.then(|| ls.r_proj.of_mut(grads));
+            let (x_r, g_x_r) = (&lt.shift[R], &mut g.shift[R]);
+            kernels::linear_backward(p(ls.r_proj), &g.r, x_r, g_x_r, g_w, c, c);
+            let g_w = train_attn.then(|| ls.k_proj.of_mut(grads));
+            let (x_k, g_x_k) = (&lt.shift[K], &mut g.shift[K]);
+            kernels::linear_backward(p(ls.k_proj), &g.kt, x_k, g_x_k, g_w, c, c);
+            let g_w = train_attn.then(|| ls.v_proj.of_mut(grads));
+            let (x_v, g_x_v) = (&lt.shift[VAL], &mut g.shift[VAL]);
+            kernels::linear_backward_acc(p(ls.v_proj), &g.vt, x_v, g_x_v, g_w, c, c);
             // 4. x_m = xn + μ_m ⊙ (prev − xn), and xn became the next byte's prev
             match lc.as_deref_mut() {
                 Some(lc) => {
