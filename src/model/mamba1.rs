@@ -361,6 +361,128 @@ impl Mamba1 {
     pub fn config(&self) -> &Config {
         &self.cfg
     }
+
+    /// One forward step: reads `token` and advances `state`. Without a trace it skips the
+    /// copies that only backward reads, and without `logits` the LM head: neither changes a
+    /// bit of the state or of the logits.
+    fn step(
+        &mut self,
+        params: &ParamSet,
+        state: &mut State,
+        token: u8,
+        trace: Option<&mut Trace>,
+        logits: bool,
+    ) {
+        let traced = trace.is_some();
+        let tr = match trace {
+            Some(t) => t,
+            None => &mut self.scratch,
+        };
+        let (h, i, s, k, r) = (
+            self.cfg.hidden,
+            self.cfg.inner,
+            self.cfg.state,
+            self.cfg.conv,
+            self.cfg.dt_rank,
+        );
+        let p = |slot: Slot| slot.of(&params.data);
+        tr.token = token;
+
+        // 1. h = embed[token]
+        let mut h_buf = std::mem::take(&mut tr.h_final);
+        h_buf.copy_from_slice(p(self.slots.embed.row(token as usize, h)));
+
+        for (l, ((ls, st), lt)) in self
+            .slots
+            .layers
+            .iter()
+            .zip(state.layers.iter_mut())
+            .zip(tr.layers.iter_mut())
+            .enumerate()
+        {
+            if traced {
+                lt.h_in.copy_from_slice(&h_buf);
+            }
+            // 2. norm = rms(h) · norm_w
+            rms_norm(&h_buf, p(ls.norm_w), &mut lt.norm);
+            // 3. [x; z] = in_proj_w · norm + in_proj_b
+            kernels::gemv(p(ls.in_proj_w), &lt.norm, &mut lt.xz, 2 * i, h);
+            kernels::add_assign(&mut lt.xz, p(ls.in_proj_b));
+            // 4. conv_pre[c] = Σ_t conv_w[c,t] · x[c, now − t] + conv_b[c]   (tap 0 = newest)
+            //    then shift x into the window.
+            if traced {
+                lt.conv_prev.copy_from_slice(&st.conv);
+            }
+            let (cw, cb) = (p(ls.conv_w), p(ls.conv_b));
+            for c in 0..i {
+                let x_now = lt.xz[c];
+                let hist = &mut st.conv[c * (k - 1)..(c + 1) * (k - 1)];
+                let w = &cw[c * k..(c + 1) * k];
+                let mut acc = w[0] * x_now;
+                for t in 1..k {
+                    acc += w[t] * hist[t - 1];
+                }
+                lt.conv_pre[c] = acc + cb[c];
+                if k > 1 {
+                    hist.copy_within(0..k - 2, 1);
+                    hist[0] = x_now;
+                }
+            }
+            // 5. u = silu(conv_pre)
+            kernels::silu_into(&lt.conv_pre, &mut lt.u, &mut lt.conv_sig);
+            // 6. [δ; B; C] = x_proj_w · u
+            kernels::gemv(p(ls.x_proj_w), &lt.u, &mut lt.proj, r + 2 * s, i);
+            // 7. Δ = softplus(dt_proj_w · δ + dt_proj_b), its exponentials eight lanes at a time
+            kernels::gemv(p(ls.dt_proj_w), &lt.proj[..r], &mut lt.dt_pre, i, r);
+            kernels::add_assign(&mut lt.dt_pre, p(ls.dt_proj_b));
+            kernels::exp_into(&lt.dt_pre, &mut lt.dt);
+            for (dt, &x) in lt.dt.iter_mut().zip(&lt.dt_pre) {
+                *dt = math::softplus_with_exp(x, *dt);
+            }
+            // 8. dA = exp(Δ · A)
+            // 9. s' = s · dA + (u·Δ) · B;   y_pre = C · s' + D · u;   y = y_pre · silu(z)
+            //    (updated in place; a trace keeps the state before and after the step)
+            if traced {
+                lt.ssm_prev.copy_from_slice(&st.ssm);
+            }
+            let (b_vec, c_vec) = (&lt.proj[r..r + s], &lt.proj[r + s..r + 2 * s]);
+            let channels = st
+                .ssm
+                .chunks_exact_mut(s)
+                .zip(lt.da.chunks_exact_mut(s))
+                .zip(self.a[l].chunks_exact(s))
+                .zip(lt.y_pre.iter_mut())
+                .zip(lt.u.iter().zip(&lt.dt).zip(p(ls.d)));
+            for ((((ssm, da), a), y_pre), ((&u, &dt), &d)) in channels {
+                kernels::exp_scaled_into(dt, a, da);
+                let u_dt = u * dt;
+                for ((sj, &da), &bj) in ssm.iter_mut().zip(&*da).zip(b_vec) {
+                    *sj = *sj * da + u_dt * bj;
+                }
+                *y_pre = kernels::dot(ssm, c_vec) + d * u;
+            }
+            kernels::silu_into(&lt.xz[i..], &mut lt.gate, &mut lt.gate_sig);
+            for ((y, &y_pre), &gate) in lt.y.iter_mut().zip(&lt.y_pre).zip(&lt.gate) {
+                *y = y_pre * gate;
+            }
+            if traced {
+                lt.ssm_new.copy_from_slice(&st.ssm);
+            }
+            // 10. h += out_proj_w · y + out_proj_b
+            let out = &mut self.block_out;
+            kernels::gemv(p(ls.out_proj_w), &lt.y, out, h, i);
+            kernels::add_assign(out, p(ls.out_proj_b));
+            kernels::add_assign(&mut h_buf, out);
+        }
+
+        // 11. logits = lm_head · rms(h) · final_norm_w
+        if logits {
+            rms_norm(&h_buf, p(self.slots.final_norm_w), &mut tr.norm_f);
+            let lm_head = p(self.slots.lm_head);
+            kernels::gemv(lm_head, &tr.norm_f, &mut self.logits, VOCAB, h);
+        }
+        tr.h_final = h_buf;
+    }
 }
 
 /// `out = x / sqrt(mean(x²) + ε) · w`.
@@ -454,110 +576,12 @@ impl Network for Mamba1 {
         token: u8,
         trace: Option<&mut Trace>,
     ) -> &[f32] {
-        let tr = match trace {
-            Some(t) => t,
-            None => &mut self.scratch,
-        };
-        let (h, i, s, k, r) = (
-            self.cfg.hidden,
-            self.cfg.inner,
-            self.cfg.state,
-            self.cfg.conv,
-            self.cfg.dt_rank,
-        );
-        let p = |slot: Slot| slot.of(&params.data);
-        tr.token = token;
-
-        // 1. h = embed[token]
-        let mut h_buf = std::mem::take(&mut tr.h_final);
-        h_buf.copy_from_slice(p(self.slots.embed.row(token as usize, h)));
-
-        for (l, ((ls, st), lt)) in self
-            .slots
-            .layers
-            .iter()
-            .zip(state.layers.iter_mut())
-            .zip(tr.layers.iter_mut())
-            .enumerate()
-        {
-            lt.h_in.copy_from_slice(&h_buf);
-            // 2. norm = rms(h) · norm_w
-            rms_norm(&h_buf, p(ls.norm_w), &mut lt.norm);
-            // 3. [x; z] = in_proj_w · norm + in_proj_b
-            kernels::gemv(p(ls.in_proj_w), &lt.norm, &mut lt.xz, 2 * i, h);
-            kernels::add_assign(&mut lt.xz, p(ls.in_proj_b));
-            // 4. conv_pre[c] = Σ_t conv_w[c,t] · x[c, now − t] + conv_b[c]   (tap 0 = newest)
-            //    then shift x into the window.
-            lt.conv_prev.copy_from_slice(&st.conv);
-            let (cw, cb) = (p(ls.conv_w), p(ls.conv_b));
-            for c in 0..i {
-                let x_now = lt.xz[c];
-                let hist = &mut st.conv[c * (k - 1)..(c + 1) * (k - 1)];
-                let w = &cw[c * k..(c + 1) * k];
-                let mut acc = w[0] * x_now;
-                for t in 1..k {
-                    acc += w[t] * hist[t - 1];
-                }
-                lt.conv_pre[c] = acc + cb[c];
-                if k > 1 {
-                    hist.copy_within(0..k - 2, 1);
-                    hist[0] = x_now;
-                }
-            }
-            // 5. u = silu(conv_pre)
-            kernels::silu_into(&lt.conv_pre, &mut lt.u, &mut lt.conv_sig);
-            // 6. [δ; B; C] = x_proj_w · u
-            kernels::gemv(p(ls.x_proj_w), &lt.u, &mut lt.proj, r + 2 * s, i);
-            // 7. Δ = softplus(dt_proj_w · δ + dt_proj_b), its exponentials eight lanes at a time
-            kernels::gemv(p(ls.dt_proj_w), &lt.proj[..r], &mut lt.dt_pre, i, r);
-            kernels::add_assign(&mut lt.dt_pre, p(ls.dt_proj_b));
-            kernels::exp_into(&lt.dt_pre, &mut lt.dt);
-            for (dt, &x) in lt.dt.iter_mut().zip(&lt.dt_pre) {
-                *dt = math::softplus_with_exp(x, *dt);
-            }
-            // 8. dA = exp(Δ · A)
-            // 9. s' = s · dA + (u·Δ) · B;   y_pre = C · s' + D · u;   y = y_pre · silu(z)
-            lt.ssm_prev.copy_from_slice(&st.ssm);
-            let (b_vec, c_vec) = (&lt.proj[r..r + s], &lt.proj[r + s..r + 2 * s]);
-            let channels = st
-                .ssm
-                .chunks_exact_mut(s)
-                .zip(lt.ssm_prev.chunks_exact(s))
-                .zip(lt.da.chunks_exact_mut(s))
-                .zip(self.a[l].chunks_exact(s))
-                .zip(lt.y_pre.iter_mut())
-                .zip(lt.u.iter().zip(&lt.dt).zip(p(ls.d)));
-            for (((((s_new, s_prev), da), a), y_pre), ((&u, &dt), &d)) in channels {
-                kernels::exp_scaled_into(dt, a, da);
-                let u_dt = u * dt;
-                for (((sn, &sp), &da), &bj) in s_new.iter_mut().zip(s_prev).zip(&*da).zip(b_vec) {
-                    *sn = sp * da + u_dt * bj;
-                }
-                *y_pre = kernels::dot(s_new, c_vec) + d * u;
-            }
-            kernels::silu_into(&lt.xz[i..], &mut lt.gate, &mut lt.gate_sig);
-            for ((y, &y_pre), &gate) in lt.y.iter_mut().zip(&lt.y_pre).zip(&lt.gate) {
-                *y = y_pre * gate;
-            }
-            lt.ssm_new.copy_from_slice(&st.ssm);
-            // 10. h += out_proj_w · y + out_proj_b
-            let out = &mut self.block_out;
-            kernels::gemv(p(ls.out_proj_w), &lt.y, out, h, i);
-            kernels::add_assign(out, p(ls.out_proj_b));
-            kernels::add_assign(&mut h_buf, out);
-        }
-
-        // 11. logits = lm_head · rms(h) · final_norm_w
-        rms_norm(&h_buf, p(self.slots.final_norm_w), &mut tr.norm_f);
-        kernels::gemv(
-            p(self.slots.lm_head),
-            &tr.norm_f,
-            &mut self.logits,
-            VOCAB,
-            h,
-        );
-        tr.h_final = h_buf;
+        self.step(params, state, token, trace, true);
         &self.logits
+    }
+
+    fn advance(&mut self, params: &ParamSet, state: &mut State, token: u8) {
+        self.step(params, state, token, None, false);
     }
 
     fn backward(

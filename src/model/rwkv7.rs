@@ -564,6 +564,215 @@ impl Rwkv7 {
     pub fn config(&self) -> &Config {
         &self.cfg
     }
+
+    /// One forward step: reads `token` and advances `state`. Without a trace it skips the
+    /// copies that only backward reads, and without `logits` the LM head: neither changes a
+    /// bit of the state or of the logits.
+    fn step(
+        &mut self,
+        params: &ParamSet,
+        state: &mut State,
+        token: u8,
+        trace: Option<&mut Trace>,
+        logits: bool,
+    ) {
+        let traced = trace.is_some();
+        let tr = match trace {
+            Some(t) => t,
+            None => &mut self.scratch,
+        };
+        let (c, f, h) = (self.cfg.hidden, self.cfg.intermediate, self.cfg.heads());
+        let (dw, da, dv, dg) = (
+            self.cfg.decay_rank,
+            self.cfg.a_rank,
+            self.cfg.v_rank,
+            self.cfg.g_rank,
+        );
+        let p = |slot: Slot| slot.of(&params.data);
+        let sl = &self.slots;
+        let x = &mut self.x;
+        tr.token = token;
+
+        // 1. x = embed[token]   (a byte is always a valid row: no clamping, unlike the
+        //    reference, which silently clamps out-of-range token ids)
+        tr.x0.copy_from_slice(p(sl.embed.row(token as usize, c)));
+        // 2. x = LN_pre(x)   (block 0's pre-norm)
+        layer_norm(&tr.x0, p(sl.pre_norm_w), p(sl.pre_norm_b), LN_EPS, x);
+
+        for ((ls, st), lt) in sl
+            .layers
+            .iter()
+            .zip(state.layers.iter_mut())
+            .zip(tr.layers.iter_mut())
+        {
+            if traced {
+                lt.x_in.copy_from_slice(x);
+            }
+            // 3. xn = LN_attn(x)
+            layer_norm(x, p(ls.attn_norm_w), p(ls.attn_norm_b), LN_EPS, &mut lt.xn);
+            // 4. x_m = xn + μ_m ⊙ (prev − xn) for m ∈ {r, w, k, v, a, g};   prev ← xn
+            lt.att_prev.copy_from_slice(&st.att_prev);
+            for (out, &mix) in lt.shift.iter_mut().zip(&ls.mix) {
+                token_shift(&lt.xn, &lt.att_prev, p(mix), out);
+            }
+            st.att_prev.copy_from_slice(&lt.xn);
+            // 5. r = W_r x_r;   k̃ = W_k x_k;   ṽ = W_v x_v
+            kernels::gemv(p(ls.r_proj), &lt.shift[R], &mut lt.r, c, c);
+            kernels::gemv(p(ls.k_proj), &lt.shift[K], &mut lt.kt, c, c);
+            kernels::gemv(p(ls.v_proj), &lt.shift[VAL], &mut lt.vt, c, c);
+            // 6. w = exp(−e^{−½} · σ(W2 tanh(W1 x_w) + w0))
+            kernels::gemv(p(ls.w1), &lt.shift[W], &mut lt.w_hidden, dw, c);
+            for v in lt.w_hidden.iter_mut() {
+                *v = math::tanh(*v);
+            }
+            kernels::gemv(p(ls.w2), &lt.w_hidden, &mut lt.w_sig, c, dw);
+            kernels::add_assign(&mut lt.w_sig, p(ls.w0));
+            for (s, wd) in lt.w_sig.iter_mut().zip(lt.w.iter_mut()) {
+                *s = math::sigmoid(*s);
+                *wd = math::exp(-DECAY_SCALE * *s);
+            }
+            // 7. a = σ(A2 A1 x_a + a0)
+            kernels::gemv(p(ls.a1), &lt.shift[A], &mut lt.a_hidden, da, c);
+            kernels::gemv(p(ls.a2), &lt.a_hidden, &mut lt.a, c, da);
+            kernels::add_assign(&mut lt.a, p(ls.a0));
+            for v in lt.a.iter_mut() {
+                *v = math::sigmoid(*v);
+            }
+            // 8. g = G2 σ(G1 x_g)
+            kernels::gemv(p(ls.g1), &lt.shift[G], &mut lt.g_hidden, dg, c);
+            for v in lt.g_hidden.iter_mut() {
+                *v = math::sigmoid(*v);
+            }
+            kernels::gemv(p(ls.g2), &lt.g_hidden, &mut lt.g, c, dg);
+            // 9. block 0: v = ṽ and v_first = ṽ;
+            //    later blocks: ν = σ(V2 V1 x_v + v0),  v = ṽ + (v_first − ṽ) ⊙ ν
+            match &ls.v_lora {
+                None => {
+                    lt.v.copy_from_slice(&lt.vt);
+                    tr.v_first.copy_from_slice(&lt.vt);
+                }
+                Some(vl) => {
+                    kernels::gemv(p(vl.v1), &lt.shift[VAL], &mut lt.v_hidden, dv, c);
+                    kernels::gemv(p(vl.v2), &lt.v_hidden, &mut lt.nu, c, dv);
+                    kernels::add_assign(&mut lt.nu, p(vl.v0));
+                    for (((v, nu), &vt), &vf) in
+                        lt.v.iter_mut()
+                            .zip(lt.nu.iter_mut())
+                            .zip(&lt.vt)
+                            .zip(&tr.v_first)
+                    {
+                        *nu = math::sigmoid(*nu);
+                        *v = vt + (vf - vt) * *nu;
+                    }
+                }
+            }
+            // 10. kk = (k̃ ⊙ k_k) / max(‖k̃ ⊙ k_k‖, ε)   per head
+            for ((kk, &kt), &kkp) in lt.kk.iter_mut().zip(&lt.kt).zip(p(ls.k_k)) {
+                *kk = kt * kkp;
+            }
+            for hd in 0..h {
+                let head = &mut lt.kk[hd * N..(hd + 1) * N];
+                let norm = kernels::dot(head, head).sqrt();
+                lt.kk_norm[hd] = norm;
+                let den = if norm > KK_EPS { norm } else { KK_EPS };
+                for v in head.iter_mut() {
+                    *v /= den;
+                }
+            }
+            // 11. k = k̃ ⊙ (1 + (a − 1) ⊙ k_a)
+            for (((k, &kt), &a), &ka) in lt.k.iter_mut().zip(&lt.kt).zip(&lt.a).zip(p(ls.k_a)) {
+                *k = kt * (1.0 + (a - 1.0) * ka);
+            }
+            // 12. per head, b = kk ⊙ a,  sa = S·kk,  S' = S·diag(w) − sa·bᵀ + v·kᵀ,  y = S'·r
+            for ((b, &kk), &a) in lt.b.iter_mut().zip(&lt.kk).zip(&lt.a) {
+                *b = kk * a;
+            }
+            if traced {
+                lt.wkv_prev.copy_from_slice(&st.wkv);
+            }
+            for hd in 0..h {
+                let hs = hd * N..(hd + 1) * N;
+                let (w, b, k, r, kk) = (
+                    &lt.w[hs.clone()],
+                    &lt.b[hs.clone()],
+                    &lt.k[hs.clone()],
+                    &lt.r[hs.clone()],
+                    &lt.kk[hs.clone()],
+                );
+                for i in 0..N {
+                    let ci = hd * N + i;
+                    let row = &mut st.wkv[ci * N..(ci + 1) * N];
+                    let sa = kernels::dot(row, kk);
+                    lt.sa[ci] = sa;
+                    let vi = lt.v[ci];
+                    for (((s, &wj), &bj), &kj) in row.iter_mut().zip(w).zip(b).zip(k) {
+                        *s = wkv_cell(*s, wj, sa, bj, vi, kj);
+                    }
+                    lt.y_wkv[ci] = kernels::dot(row, r);
+                }
+            }
+            // 13. y = GroupNorm(y)   (a LayerNorm per head, ε = 64e-5)
+            // 14. y += (Σ_head r ⊙ k ⊙ r_k) · v   (the current byte's own r·k bonus)
+            let (gn_w, gn_b, r_k) = (p(ls.gn_w), p(ls.gn_b), p(ls.r_k));
+            for hd in 0..h {
+                let hs = hd * N..(hd + 1) * N;
+                let yh = &mut lt.y_head[hs.clone()];
+                layer_norm(
+                    &lt.y_wkv[hs.clone()],
+                    &gn_w[hs.clone()],
+                    &gn_b[hs.clone()],
+                    GN_EPS,
+                    yh,
+                );
+                let mut alpha = 0.0f32;
+                for ((&r, &k), &rk) in lt.r[hs.clone()]
+                    .iter()
+                    .zip(&lt.k[hs.clone()])
+                    .zip(&r_k[hs.clone()])
+                {
+                    alpha += r * k * rk;
+                }
+                lt.alpha[hd] = alpha;
+                for (y, &v) in yh.iter_mut().zip(&lt.v[hs]) {
+                    *y += alpha * v;
+                }
+            }
+            // 15. y = y ⊙ g
+            for ((yg, &yh), &g) in lt.y_gate.iter_mut().zip(&lt.y_head).zip(&lt.g) {
+                *yg = yh * g;
+            }
+            // 16. x += W_o y
+            kernels::gemv(p(ls.o_proj), &lt.y_gate, &mut lt.x_mid, c, c);
+            for (m, &xi) in lt.x_mid.iter_mut().zip(x.iter()) {
+                *m += xi;
+            }
+            x.copy_from_slice(&lt.x_mid);
+
+            // 17. xf = LN_ffn(x)
+            layer_norm(x, p(ls.ffn_norm_w), p(ls.ffn_norm_b), LN_EPS, &mut lt.xf);
+            // 18. x_f = xf + μ ⊙ (prev − xf);   prev ← xf
+            lt.ffn_prev.copy_from_slice(&st.ffn_prev);
+            token_shift(&lt.xf, &lt.ffn_prev, p(ls.ffn_mix), &mut lt.ffn_x);
+            st.ffn_prev.copy_from_slice(&lt.xf);
+            // 19. h = relu(W_key x_f)²
+            kernels::gemv(p(ls.ffn_key), &lt.ffn_x, &mut lt.ffn_pre, f, c);
+            for (hv, &pre) in lt.ffn_h.iter_mut().zip(&lt.ffn_pre) {
+                let r = if pre > 0.0 { pre } else { 0.0 };
+                *hv = r * r;
+            }
+            // 20. x += W_value h
+            kernels::gemv(p(ls.ffn_value), &lt.ffn_h, &mut self.block_out, c, f);
+            kernels::add_assign(x, &self.block_out);
+        }
+
+        // 21. logits = lm_head · LN_out(x)
+        if logits {
+            tr.x_final.copy_from_slice(x);
+            let (norm_w, norm_b) = (p(sl.final_norm_w), p(sl.final_norm_b));
+            layer_norm(x, norm_w, norm_b, LN_EPS, &mut tr.xo);
+            kernels::gemv(p(sl.lm_head), &tr.xo, &mut self.logits, VOCAB, c);
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -713,201 +922,12 @@ impl Network for Rwkv7 {
         token: u8,
         trace: Option<&mut Trace>,
     ) -> &[f32] {
-        let tr = match trace {
-            Some(t) => t,
-            None => &mut self.scratch,
-        };
-        let (c, f, h) = (self.cfg.hidden, self.cfg.intermediate, self.cfg.heads());
-        let (dw, da, dv, dg) = (
-            self.cfg.decay_rank,
-            self.cfg.a_rank,
-            self.cfg.v_rank,
-            self.cfg.g_rank,
-        );
-        let p = |slot: Slot| slot.of(&params.data);
-        let sl = &self.slots;
-        let x = &mut self.x;
-        tr.token = token;
-
-        // 1. x = embed[token]   (a byte is always a valid row: no clamping, unlike the
-        //    reference, which silently clamps out-of-range token ids)
-        tr.x0.copy_from_slice(p(sl.embed.row(token as usize, c)));
-        // 2. x = LN_pre(x)   (block 0's pre-norm)
-        layer_norm(&tr.x0, p(sl.pre_norm_w), p(sl.pre_norm_b), LN_EPS, x);
-
-        for ((ls, st), lt) in sl
-            .layers
-            .iter()
-            .zip(state.layers.iter_mut())
-            .zip(tr.layers.iter_mut())
-        {
-            lt.x_in.copy_from_slice(x);
-            // 3. xn = LN_attn(x)
-            layer_norm(x, p(ls.attn_norm_w), p(ls.attn_norm_b), LN_EPS, &mut lt.xn);
-            // 4. x_m = xn + μ_m ⊙ (prev − xn) for m ∈ {r, w, k, v, a, g};   prev ← xn
-            lt.att_prev.copy_from_slice(&st.att_prev);
-            for (out, &mix) in lt.shift.iter_mut().zip(&ls.mix) {
-                token_shift(&lt.xn, &lt.att_prev, p(mix), out);
-            }
-            st.att_prev.copy_from_slice(&lt.xn);
-            // 5. r = W_r x_r;   k̃ = W_k x_k;   ṽ = W_v x_v
-            kernels::gemv(p(ls.r_proj), &lt.shift[R], &mut lt.r, c, c);
-            kernels::gemv(p(ls.k_proj), &lt.shift[K], &mut lt.kt, c, c);
-            kernels::gemv(p(ls.v_proj), &lt.shift[VAL], &mut lt.vt, c, c);
-            // 6. w = exp(−e^{−½} · σ(W2 tanh(W1 x_w) + w0))
-            kernels::gemv(p(ls.w1), &lt.shift[W], &mut lt.w_hidden, dw, c);
-            for v in lt.w_hidden.iter_mut() {
-                *v = math::tanh(*v);
-            }
-            kernels::gemv(p(ls.w2), &lt.w_hidden, &mut lt.w_sig, c, dw);
-            kernels::add_assign(&mut lt.w_sig, p(ls.w0));
-            for (s, wd) in lt.w_sig.iter_mut().zip(lt.w.iter_mut()) {
-                *s = math::sigmoid(*s);
-                *wd = math::exp(-DECAY_SCALE * *s);
-            }
-            // 7. a = σ(A2 A1 x_a + a0)
-            kernels::gemv(p(ls.a1), &lt.shift[A], &mut lt.a_hidden, da, c);
-            kernels::gemv(p(ls.a2), &lt.a_hidden, &mut lt.a, c, da);
-            kernels::add_assign(&mut lt.a, p(ls.a0));
-            for v in lt.a.iter_mut() {
-                *v = math::sigmoid(*v);
-            }
-            // 8. g = G2 σ(G1 x_g)
-            kernels::gemv(p(ls.g1), &lt.shift[G], &mut lt.g_hidden, dg, c);
-            for v in lt.g_hidden.iter_mut() {
-                *v = math::sigmoid(*v);
-            }
-            kernels::gemv(p(ls.g2), &lt.g_hidden, &mut lt.g, c, dg);
-            // 9. block 0: v = ṽ and v_first = ṽ;
-            //    later blocks: ν = σ(V2 V1 x_v + v0),  v = ṽ + (v_first − ṽ) ⊙ ν
-            match &ls.v_lora {
-                None => {
-                    lt.v.copy_from_slice(&lt.vt);
-                    tr.v_first.copy_from_slice(&lt.vt);
-                }
-                Some(vl) => {
-                    kernels::gemv(p(vl.v1), &lt.shift[VAL], &mut lt.v_hidden, dv, c);
-                    kernels::gemv(p(vl.v2), &lt.v_hidden, &mut lt.nu, c, dv);
-                    kernels::add_assign(&mut lt.nu, p(vl.v0));
-                    for (((v, nu), &vt), &vf) in
-                        lt.v.iter_mut()
-                            .zip(lt.nu.iter_mut())
-                            .zip(&lt.vt)
-                            .zip(&tr.v_first)
-                    {
-                        *nu = math::sigmoid(*nu);
-                        *v = vt + (vf - vt) * *nu;
-                    }
-                }
-            }
-            // 10. kk = (k̃ ⊙ k_k) / max(‖k̃ ⊙ k_k‖, ε)   per head
-            for ((kk, &kt), &kkp) in lt.kk.iter_mut().zip(&lt.kt).zip(p(ls.k_k)) {
-                *kk = kt * kkp;
-            }
-            for hd in 0..h {
-                let head = &mut lt.kk[hd * N..(hd + 1) * N];
-                let norm = kernels::dot(head, head).sqrt();
-                lt.kk_norm[hd] = norm;
-                let den = if norm > KK_EPS { norm } else { KK_EPS };
-                for v in head.iter_mut() {
-                    *v /= den;
-                }
-            }
-            // 11. k = k̃ ⊙ (1 + (a − 1) ⊙ k_a)
-            for (((k, &kt), &a), &ka) in lt.k.iter_mut().zip(&lt.kt).zip(&lt.a).zip(p(ls.k_a)) {
-                *k = kt * (1.0 + (a - 1.0) * ka);
-            }
-            // 12. per head, b = kk ⊙ a,  sa = S·kk,  S' = S·diag(w) − sa·bᵀ + v·kᵀ,  y = S'·r
-            for ((b, &kk), &a) in lt.b.iter_mut().zip(&lt.kk).zip(&lt.a) {
-                *b = kk * a;
-            }
-            lt.wkv_prev.copy_from_slice(&st.wkv);
-            for hd in 0..h {
-                let hs = hd * N..(hd + 1) * N;
-                let (w, b, k, r, kk) = (
-                    &lt.w[hs.clone()],
-                    &lt.b[hs.clone()],
-                    &lt.k[hs.clone()],
-                    &lt.r[hs.clone()],
-                    &lt.kk[hs.clone()],
-                );
-                for i in 0..N {
-                    let ci = hd * N + i;
-                    let row = &mut st.wkv[ci * N..(ci + 1) * N];
-                    let sa = kernels::dot(row, kk);
-                    lt.sa[ci] = sa;
-                    let vi = lt.v[ci];
-                    for (((s, &wj), &bj), &kj) in row.iter_mut().zip(w).zip(b).zip(k) {
-                        *s = wkv_cell(*s, wj, sa, bj, vi, kj);
-                    }
-                    lt.y_wkv[ci] = kernels::dot(row, r);
-                }
-            }
-            // 13. y = GroupNorm(y)   (a LayerNorm per head, ε = 64e-5)
-            // 14. y += (Σ_head r ⊙ k ⊙ r_k) · v   (the current byte's own r·k bonus)
-            let (gn_w, gn_b, r_k) = (p(ls.gn_w), p(ls.gn_b), p(ls.r_k));
-            for hd in 0..h {
-                let hs = hd * N..(hd + 1) * N;
-                let yh = &mut lt.y_head[hs.clone()];
-                layer_norm(
-                    &lt.y_wkv[hs.clone()],
-                    &gn_w[hs.clone()],
-                    &gn_b[hs.clone()],
-                    GN_EPS,
-                    yh,
-                );
-                let mut alpha = 0.0f32;
-                for ((&r, &k), &rk) in lt.r[hs.clone()]
-                    .iter()
-                    .zip(&lt.k[hs.clone()])
-                    .zip(&r_k[hs.clone()])
-                {
-                    alpha += r * k * rk;
-                }
-                lt.alpha[hd] = alpha;
-                for (y, &v) in yh.iter_mut().zip(&lt.v[hs]) {
-                    *y += alpha * v;
-                }
-            }
-            // 15. y = y ⊙ g
-            for ((yg, &yh), &g) in lt.y_gate.iter_mut().zip(&lt.y_head).zip(&lt.g) {
-                *yg = yh * g;
-            }
-            // 16. x += W_o y
-            kernels::gemv(p(ls.o_proj), &lt.y_gate, &mut lt.x_mid, c, c);
-            for (m, &xi) in lt.x_mid.iter_mut().zip(x.iter()) {
-                *m += xi;
-            }
-            x.copy_from_slice(&lt.x_mid);
-
-            // 17. xf = LN_ffn(x)
-            layer_norm(x, p(ls.ffn_norm_w), p(ls.ffn_norm_b), LN_EPS, &mut lt.xf);
-            // 18. x_f = xf + μ ⊙ (prev − xf);   prev ← xf
-            lt.ffn_prev.copy_from_slice(&st.ffn_prev);
-            token_shift(&lt.xf, &lt.ffn_prev, p(ls.ffn_mix), &mut lt.ffn_x);
-            st.ffn_prev.copy_from_slice(&lt.xf);
-            // 19. h = relu(W_key x_f)²
-            kernels::gemv(p(ls.ffn_key), &lt.ffn_x, &mut lt.ffn_pre, f, c);
-            for (hv, &pre) in lt.ffn_h.iter_mut().zip(&lt.ffn_pre) {
-                let r = if pre > 0.0 { pre } else { 0.0 };
-                *hv = r * r;
-            }
-            // 20. x += W_value h
-            kernels::gemv(p(ls.ffn_value), &lt.ffn_h, &mut self.block_out, c, f);
-            kernels::add_assign(x, &self.block_out);
-        }
-
-        // 21. logits = lm_head · LN_out(x)
-        tr.x_final.copy_from_slice(x);
-        layer_norm(
-            x,
-            p(sl.final_norm_w),
-            p(sl.final_norm_b),
-            LN_EPS,
-            &mut tr.xo,
-        );
-        kernels::gemv(p(sl.lm_head), &tr.xo, &mut self.logits, VOCAB, c);
+        self.step(params, state, token, trace, true);
         &self.logits
+    }
+
+    fn advance(&mut self, params: &ParamSet, state: &mut State, token: u8) {
+        self.step(params, state, token, None, false);
     }
 
     fn backward(
