@@ -847,17 +847,21 @@ mod tests {
     fn forward_is_deterministic_and_traced_equals_untraced() {
         let (mut net, params) = busy_net();
         let (mut s1, mut s2, mut s3) = (net.new_state(), net.new_state(), net.new_state());
+        let mut s4 = net.new_state();
         let mut tr = net.new_trace();
         for &t in b"deterministic mamba, traced or not" {
             let a = logits_bits(&mut net, &params, &mut s1, t, None);
             let b = logits_bits(&mut net, &params, &mut s2, t, None);
             let c = logits_bits(&mut net, &params, &mut s3, t, Some(&mut tr));
+            net.advance(&params, &mut s4, t);
             assert_eq!(a, b);
             assert_eq!(a, c);
         }
-        for (x, y) in s1.layers.iter().zip(&s3.layers) {
-            assert_eq!(x.conv, y.conv);
-            assert_eq!(x.ssm, y.ssm);
+        for s in [&s3, &s4] {
+            for (x, y) in s1.layers.iter().zip(&s.layers) {
+                assert_eq!(x.conv, y.conv);
+                assert_eq!(x.ssm, y.ssm);
+            }
         }
     }
 

@@ -1670,16 +1670,19 @@ mod tests {
     }
 
     #[test]
-    fn traced_and_untraced_forward_are_identical() {
+    fn traced_untraced_and_advance_steps_are_identical() {
         let (mut net, params) = spread_net(11);
         let mut traced = net.new_state();
         let mut plain = net.new_state();
+        let mut advanced = net.new_state();
         let mut tr = net.new_trace();
         for &t in TEXT {
             let lt = bits(net.forward(&params, &mut traced, t, Some(&mut tr)));
             let lp = bits(net.forward(&params, &mut plain, t, None));
             assert_eq!(lt, lp, "logits differ at byte {t}");
             assert_eq!(state_bits(&traced), state_bits(&plain));
+            net.advance(&params, &mut advanced, t);
+            assert_eq!(state_bits(&advanced), state_bits(&plain));
         }
     }
 
