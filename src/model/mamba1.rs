@@ -286,19 +286,18 @@ impl Trace {
 
 /// Gradient buffers of one backward step.
 struct GradScratch {
-    h: Vec<f32>,          // [H] dL/d(residual stream)
-    h_in: Vec<f32>,       // [H] dL/d(residual stream entering the block being walked back)
-    norm: Vec<f32>,       // [H]
-    y: Vec<f32>,          // [I]
-    xz: Vec<f32>,         // [2I]
-    u: Vec<f32>,          // [I] dL/d(SSM input u)
-    dt_pre: Vec<f32>,     // [I]
-    proj: Vec<f32>,       // [R + 2S]
-    y_pre: Vec<f32>,      // [I] dL/d(SSM output before the gate)
-    ssm: Vec<f32>,        // [S] dL/d(new state) of one channel
-    dt_a: Vec<f32>,       // [S] dL/d(Δ·A) of one channel
-    sig: Vec<f32>,        // [I] sigmoid(dt_pre)
-    conv_carry: Vec<f32>, // [K−1]
+    h: Vec<f32>,      // [H] dL/d(residual stream)
+    h_in: Vec<f32>,   // [H] dL/d(residual stream entering the block being walked back)
+    norm: Vec<f32>,   // [H]
+    y: Vec<f32>,      // [I]
+    xz: Vec<f32>,     // [2I]
+    u: Vec<f32>,      // [I] dL/d(SSM input u)
+    dt_pre: Vec<f32>, // [I]
+    proj: Vec<f32>,   // [R + 2S]
+    y_pre: Vec<f32>,  // [I] dL/d(SSM output before the gate)
+    ssm: Vec<f32>,    // [S] dL/d(new state) of one channel
+    dt_a: Vec<f32>,   // [S] dL/d(Δ·A) of one channel
+    sig: Vec<f32>,    // [I] sigmoid(dt_pre)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -330,7 +329,7 @@ impl Mamba1 {
     }
 
     fn with_slots(cfg: Config, slots: Slots, params: &ParamSet) -> Self {
-        let (h, i, s, k, r) = (cfg.hidden, cfg.inner, cfg.state, cfg.conv, cfg.dt_rank);
+        let (h, i, s, r) = (cfg.hidden, cfg.inner, cfg.state, cfg.dt_rank);
         let mut net = Mamba1 {
             a: vec![vec![0.0; i * s]; cfg.layers],
             scratch: Trace::new(&cfg),
@@ -349,7 +348,6 @@ impl Mamba1 {
                 ssm: vec![0.0; s],
                 dt_a: vec![0.0; s],
                 sig: vec![0.0; i],
-                conv_carry: vec![0.0; k - 1],
             },
             cfg,
             slots,
@@ -414,18 +412,20 @@ impl Mamba1 {
                 lt.conv_prev.copy_from_slice(&st.conv);
             }
             let (cw, cb) = (p(ls.conv_w), p(ls.conv_b));
-            for c in 0..i {
-                let x_now = lt.xz[c];
-                let hist = &mut st.conv[c * (k - 1)..(c + 1) * (k - 1)];
+            let taps = k - 1;
+            for (c, ((pre, &x_now), &b)) in lt.conv_pre.iter_mut().zip(&lt.xz).zip(cb).enumerate() {
+                let hist = &mut st.conv[c * taps..(c + 1) * taps];
                 let w = &cw[c * k..(c + 1) * k];
                 let mut acc = w[0] * x_now;
-                for t in 1..k {
-                    acc += w[t] * hist[t - 1];
+                for (&wt, &xt) in w[1..].iter().zip(hist.iter()) {
+                    acc += wt * xt;
                 }
-                lt.conv_pre[c] = acc + cb[c];
-                if k > 1 {
-                    hist.copy_within(0..k - 2, 1);
-                    hist[0] = x_now;
+                *pre = acc + b;
+                for t in (1..taps).rev() {
+                    hist[t] = hist[t - 1];
+                }
+                if let Some(newest) = hist.first_mut() {
+                    *newest = x_now;
                 }
             }
             // 5. u = silu(conv_pre)
@@ -736,34 +736,40 @@ impl Network for Mamba1 {
                 i,
             );
 
-            // 5. u = silu(conv_pre);  4. conv_pre = Σ_t w_t · x_{now−t} + b
-            let cw = p(ls.conv_w);
-            for c in 0..i {
-                let g_pre = g.u[c] * math::silu_grad(lt.conv_pre[c], lt.conv_sig[c]);
-                let hist = &lt.conv_prev[c * (k - 1)..(c + 1) * (k - 1)];
-                let w = &cw[c * k..(c + 1) * k];
-                if scope.has(MIXER_CONV) {
-                    let gw = &mut ls.conv_w.of_mut(grads)[c * k..(c + 1) * k];
-                    gw[0] += g_pre * lt.xz[c];
-                    for t in 1..k {
-                        gw[t] += g_pre * hist[t - 1];
+            // 5. u = silu(conv_pre): g.u becomes dL/dconv_pre
+            for ((g_u, &pre), &sig) in g.u.iter_mut().zip(&lt.conv_pre).zip(&lt.conv_sig) {
+                *g_u *= math::silu_grad(pre, sig);
+            }
+            // 4. conv_pre = Σ_t w_t · x_{now−t} + b
+            let taps = k - 1;
+            if scope.has(MIXER_CONV) {
+                kernels::add_assign(ls.conv_b.of_mut(grads), &g.u);
+                let g_conv_w = ls.conv_w.of_mut(grads);
+                for (c, (&g_pre, &x_now)) in g.u.iter().zip(&lt.xz).enumerate() {
+                    let gw = &mut g_conv_w[c * k..(c + 1) * k];
+                    gw[0] += g_pre * x_now;
+                    let hist = &lt.conv_prev[c * taps..(c + 1) * taps];
+                    for (gwt, &xt) in gw[1..].iter_mut().zip(hist) {
+                        *gwt += g_pre * xt;
                     }
-                    ls.conv_b.of_mut(grads)[c] += g_pre;
                 }
-                let mut g_x = g_pre * w[0];
+            }
+            let cw = p(ls.conv_w);
+            for (c, (g_x, &g_pre)) in g.xz[..i].iter_mut().zip(&g.u).enumerate() {
+                let w = &cw[c * k..(c + 1) * k];
+                *g_x = g_pre * w[0];
                 if let Some(lc) = layer_carry.as_deref_mut() {
                     // The window after this step was [x_now, hist[0..K−2]]; before it, hist.
-                    let cc = &mut lc.conv[c * (k - 1)..(c + 1) * (k - 1)];
-                    if k > 1 {
-                        g_x += cc[0];
+                    // Ascending t reads cc[t] before overwriting it.
+                    let cc = &mut lc.conv[c * taps..(c + 1) * taps];
+                    if taps > 0 {
+                        *g_x += cc[0];
                         for t in 1..k {
-                            let from_shift = if t < k - 1 { cc[t] } else { 0.0 };
-                            g.conv_carry[t - 1] = g_pre * w[t] + from_shift;
+                            let from_shift = if t < taps { cc[t] } else { 0.0 };
+                            cc[t - 1] = g_pre * w[t] + from_shift;
                         }
-                        cc.copy_from_slice(&g.conv_carry);
                     }
                 }
-                g.xz[c] = g_x;
             }
 
             // 3. xz = in_proj_w · norm + in_proj_b
