@@ -1,7 +1,7 @@
 //! Measures lmzip's ratio and speed on files with a recipe given as `key=value` arguments, for
 //! tuning defaults: `cargo run --release --example measure -- FILE [limit=N] [model=mamba1]
-//! [hidden=N] [layers=N] [inner=N] [state=N] [lr=X] [opt=adam] [bptt=N] [clip=X] [scope=...]
-//! [seed=N] [verify=1] [pdfs=1]`. Prints one line: file, bytes, bits per byte, compress KB/s, a hash of
+//! [hidden=N] [layers=N] [inner=N] [state=N] [conv=N] [lr=X] [opt=adam] [bptt=N] [clip=X]
+//! [scope=...] [seed=N] [verify=1] [pdfs=1]`. Prints one line: file, bytes, bits per byte, compress KB/s, a hash of
 //! the compressed bytes (to check that a speedup changed no bit), and the recipe.
 
 use std::time::Instant;
@@ -35,6 +35,9 @@ fn main() -> anyhow::Result<()> {
             }
             if let Some(v) = kv("dt_rank") {
                 c.dt_rank = v.parse()?;
+            }
+            if let Some(v) = kv("conv") {
+                c.conv = v.parse()?;
             }
         }
         ModelConfig::Rwkv7(c) => {
