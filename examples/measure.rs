@@ -1,7 +1,8 @@
 //! Measures lmzip's ratio and speed on files with a recipe given as `key=value` arguments, for
 //! tuning defaults: `cargo run --release --example measure -- FILE [limit=N] [model=mamba1]
-//! [hidden=N] [layers=N] [inner=N] [state=N] [lr=X] [opt=adam] [bptt=N] [clip=X] [scope=...]
-//! [seed=N] [verify=1]`. Prints one line: file, bytes, bits per byte, compress KB/s.
+//! [hidden=N] [layers=N] [inner=N] [state=N] [conv=N] [lr=X] [opt=adam] [bptt=N] [clip=X]
+//! [scope=...] [seed=N] [verify=1] [pdfs=1]`. Prints one line: file, bytes, bits per byte, compress KB/s, a hash of
+//! the compressed bytes (to check that a speedup changed no bit), and the recipe.
 
 use std::time::Instant;
 
@@ -35,6 +36,9 @@ fn main() -> anyhow::Result<()> {
             if let Some(v) = kv("dt_rank") {
                 c.dt_rank = v.parse()?;
             }
+            if let Some(v) = kv("conv") {
+                c.conv = v.parse()?;
+            }
         }
         ModelConfig::Rwkv7(c) => {
             if let Some(v) = kv("intermediate") {
@@ -66,15 +70,41 @@ fn main() -> anyhow::Result<()> {
     let secs = start.elapsed().as_secs_f64();
     let bpb = 8.0 * packed.len() as f64 / data.len().max(1) as f64;
     println!(
-        "{file}\t{}\t{bpb:.4} bpb\t{:.2} KB/s\t{}",
+        "{file}\t{}\t{bpb:.4} bpb\t{:.2} KB/s\tfnv64 {:016x}\t{}",
         data.len(),
         data.len() as f64 / 1000.0 / secs,
+        fnv1a64(&packed),
         recipe.to_json()
     );
+    if kv("pdfs").is_some() {
+        // Every bit of every distribution the coder saw: the strictest check that a speedup
+        // changed nothing.
+        let mut model = lmzip::predictor::build(&recipe)?;
+        let mut h = fnv1a64(&[]);
+        for &b in &data {
+            for p in model.pdf() {
+                h = fnv1a64_from(h, &p.to_bits().to_le_bytes());
+            }
+            model.learn(b);
+        }
+        println!("pdfs fnv64 {h:016x}");
+    }
     if kv("verify").is_some() {
         let back = lmzip::codec::decompress_bytes(&packed)?;
         assert_eq!(back, data, "round trip failed");
         println!("verified");
     }
     Ok(())
+}
+
+/// FNV-1a over the whole stream. (Not CRC32: every part of a stream ends with its own CRC32, so a
+/// CRC32 of the stream depends only on the parts' lengths and the trailer, not on the payload.)
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    fnv1a64_from(0xcbf2_9ce4_8422_2325, bytes)
+}
+
+fn fnv1a64_from(h: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(h, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }

@@ -106,7 +106,14 @@ pub fn ln(x: f32) -> f32 {
 /// `ln(1 + e^x)`, linear above 20 where the correction is below f32 resolution.
 #[inline(always)]
 pub fn softplus(x: f32) -> f32 {
-    if x > 20.0 { x } else { libm::log1pf(exp(x)) }
+    softplus_with_exp(x, exp(x))
+}
+
+/// [`softplus`] of `x` given `e = exp(x)`, so that callers can take the exponentials eight lanes
+/// at a time.
+#[inline(always)]
+pub fn softplus_with_exp(x: f32, e: f32) -> f32 {
+    if x > 20.0 { x } else { libm::log1pf(e) }
 }
 
 /// e^x in f64 for the coder's softmax (pure-Rust `libm`).

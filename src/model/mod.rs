@@ -46,6 +46,12 @@ pub trait Network {
         trace: Option<&mut Self::Trace>,
     ) -> &[f32];
 
+    /// Reads `token` and advances `state` exactly as [`Network::forward`] does, for replays
+    /// whose predictions nobody reads: a network may skip the logits.
+    fn advance(&mut self, params: &ParamSet, state: &mut Self::State, token: u8) {
+        self.forward(params, state, token, None);
+    }
+
     /// Walks one traced forward step back. `grad_logits` is the ascent direction of the
     /// log-likelihood with respect to the logits (`one_hot(target) − p`, times a weight).
     /// Adds the gradients of the parameters in `scope` into `grads` (laid out like `params`).

@@ -605,6 +605,215 @@ impl Rwkv7 {
     pub fn config(&self) -> &Config {
         &self.cfg
     }
+
+    /// One forward step: reads `token` and advances `state`. Without a trace it skips the
+    /// copies that only backward reads, and without `logits` the LM head: neither changes a
+    /// bit of the state or of the logits.
+    fn step(
+        &mut self,
+        params: &ParamSet,
+        state: &mut State,
+        token: u8,
+        trace: Option<&mut Trace>,
+        logits: bool,
+    ) {
+        let traced = trace.is_some();
+        let tr = match trace {
+            Some(t) => t,
+            None => &mut self.scratch,
+        };
+        let (c, f, h) = (self.cfg.hidden, self.cfg.intermediate, self.cfg.heads());
+        let (dw, da, dv, dg) = (
+            self.cfg.decay_rank,
+            self.cfg.a_rank,
+            self.cfg.v_rank,
+            self.cfg.g_rank,
+        );
+        let p = |slot: Slot| slot.of(&params.data);
+        let sl = &self.slots;
+        let x = &mut self.x;
+        tr.token = token;
+
+        // 1. x = embed[token]   (a byte is always a valid row: no clamping, unlike the
+        //    reference, which silently clamps out-of-range token ids)
+        tr.x0.copy_from_slice(p(sl.embed.row(token as usize, c)));
+        // 2. x = LN_pre(x)   (block 0's pre-norm)
+        layer_norm(&tr.x0, p(sl.pre_norm_w), p(sl.pre_norm_b), LN_EPS, x);
+
+        for ((ls, st), lt) in sl
+            .layers
+            .iter()
+            .zip(state.layers.iter_mut())
+            .zip(tr.layers.iter_mut())
+        {
+            if traced {
+                lt.x_in.copy_from_slice(x);
+            }
+            // 3. xn = LN_attn(x)
+            layer_norm(x, p(ls.attn_norm_w), p(ls.attn_norm_b), LN_EPS, &mut lt.xn);
+            // 4. x_m = xn + μ_m ⊙ (prev − xn) for m ∈ {r, w, k, v, a, g};   prev ← xn
+            lt.att_prev.copy_from_slice(&st.att_prev);
+            for (out, &mix) in lt.shift.iter_mut().zip(&ls.mix) {
+                token_shift(&lt.xn, &lt.att_prev, p(mix), out);
+            }
+            st.att_prev.copy_from_slice(&lt.xn);
+            // 5. r = W_r x_r;   k̃ = W_k x_k;   ṽ = W_v x_v
+            kernels::gemv(p(ls.r_proj), &lt.shift[R], &mut lt.r, c, c);
+            kernels::gemv(p(ls.k_proj), &lt.shift[K], &mut lt.kt, c, c);
+            kernels::gemv(p(ls.v_proj), &lt.shift[VAL], &mut lt.vt, c, c);
+            // 6. w = exp(−e^{−½} · σ(W2 tanh(W1 x_w) + w0))
+            kernels::gemv(p(ls.w1), &lt.shift[W], &mut lt.w_hidden, dw, c);
+            for v in lt.w_hidden.iter_mut() {
+                *v = math::tanh(*v);
+            }
+            kernels::gemv(p(ls.w2), &lt.w_hidden, &mut lt.w_sig, c, dw);
+            kernels::add_assign(&mut lt.w_sig, p(ls.w0));
+            for (s, wd) in lt.w_sig.iter_mut().zip(lt.w.iter_mut()) {
+                *s = math::sigmoid(*s);
+                *wd = math::exp(-DECAY_SCALE * *s);
+            }
+            // 7. a = σ(A2 A1 x_a + a0)
+            kernels::gemv(p(ls.a1), &lt.shift[A], &mut lt.a_hidden, da, c);
+            kernels::gemv(p(ls.a2), &lt.a_hidden, &mut lt.a, c, da);
+            kernels::add_assign(&mut lt.a, p(ls.a0));
+            for v in lt.a.iter_mut() {
+                *v = math::sigmoid(*v);
+            }
+            // 8. g = G2 σ(G1 x_g)
+            kernels::gemv(p(ls.g1), &lt.shift[G], &mut lt.g_hidden, dg, c);
+            for v in lt.g_hidden.iter_mut() {
+                *v = math::sigmoid(*v);
+            }
+            kernels::gemv(p(ls.g2), &lt.g_hidden, &mut lt.g, c, dg);
+            // 9. block 0: v = ṽ and v_first = ṽ;
+            //    later blocks: ν = σ(V2 V1 x_v + v0),  v = ṽ + (v_first − ṽ) ⊙ ν
+            match &ls.v_lora {
+                None => {
+                    lt.v.copy_from_slice(&lt.vt);
+                    tr.v_first.copy_from_slice(&lt.vt);
+                }
+                Some(vl) => {
+                    kernels::gemv(p(vl.v1), &lt.shift[VAL], &mut lt.v_hidden, dv, c);
+                    kernels::gemv(p(vl.v2), &lt.v_hidden, &mut lt.nu, c, dv);
+                    kernels::add_assign(&mut lt.nu, p(vl.v0));
+                    for (((v, nu), &vt), &vf) in
+                        lt.v.iter_mut()
+                            .zip(lt.nu.iter_mut())
+                            .zip(&lt.vt)
+                            .zip(&tr.v_first)
+                    {
+                        *nu = math::sigmoid(*nu);
+                        *v = vt + (vf - vt) * *nu;
+                    }
+                }
+            }
+            // 10. kk = (k̃ ⊙ k_k) / max(‖k̃ ⊙ k_k‖, ε)   per head
+            for ((kk, &kt), &kkp) in lt.kk.iter_mut().zip(&lt.kt).zip(p(ls.k_k)) {
+                *kk = kt * kkp;
+            }
+            for hd in 0..h {
+                let head = &mut lt.kk[hd * N..(hd + 1) * N];
+                let norm = kernels::dot(head, head).sqrt();
+                lt.kk_norm[hd] = norm;
+                let den = if norm > KK_EPS { norm } else { KK_EPS };
+                for v in head.iter_mut() {
+                    *v /= den;
+                }
+            }
+            // 11. k = k̃ ⊙ (1 + (a − 1) ⊙ k_a)
+            for (((k, &kt), &a), &ka) in lt.k.iter_mut().zip(&lt.kt).zip(&lt.a).zip(p(ls.k_a)) {
+                *k = kt * (1.0 + (a - 1.0) * ka);
+            }
+            // 12. per head, b = kk ⊙ a,  sa = S·kk,  S' = S·diag(w) − sa·bᵀ + v·kᵀ,  y = S'·r
+            for ((b, &kk), &a) in lt.b.iter_mut().zip(&lt.kk).zip(&lt.a) {
+                *b = kk * a;
+            }
+            if traced {
+                lt.wkv_prev.copy_from_slice(&st.wkv);
+            }
+            for hd in 0..h {
+                let hs = hd * N..(hd + 1) * N;
+                let (w, b, k, r, kk) = (
+                    &lt.w[hs.clone()],
+                    &lt.b[hs.clone()],
+                    &lt.k[hs.clone()],
+                    &lt.r[hs.clone()],
+                    &lt.kk[hs.clone()],
+                );
+                for i in 0..N {
+                    let ci = hd * N + i;
+                    let row = &mut st.wkv[ci * N..(ci + 1) * N];
+                    let sa = kernels::dot(row, kk);
+                    lt.sa[ci] = sa;
+                    let vi = lt.v[ci];
+                    for (((s, &wj), &bj), &kj) in row.iter_mut().zip(w).zip(b).zip(k) {
+                        *s = wkv_cell(*s, wj, sa, bj, vi, kj);
+                    }
+                    lt.y_wkv[ci] = kernels::dot(row, r);
+                }
+            }
+            // 13. y = GroupNorm(y)   (a LayerNorm per head, ε = 64e-5)
+            // 14. y += (Σ_head r ⊙ k ⊙ r_k) · v   (the current byte's own r·k bonus)
+            let (gn_w, gn_b, r_k) = (p(ls.gn_w), p(ls.gn_b), p(ls.r_k));
+            for hd in 0..h {
+                let hs = hd * N..(hd + 1) * N;
+                let yh = &mut lt.y_head[hs.clone()];
+                layer_norm(
+                    &lt.y_wkv[hs.clone()],
+                    &gn_w[hs.clone()],
+                    &gn_b[hs.clone()],
+                    GN_EPS,
+                    yh,
+                );
+                let mut alpha = 0.0f32;
+                for ((&r, &k), &rk) in lt.r[hs.clone()]
+                    .iter()
+                    .zip(&lt.k[hs.clone()])
+                    .zip(&r_k[hs.clone()])
+                {
+                    alpha += r * k * rk;
+                }
+                lt.alpha[hd] = alpha;
+                for (y, &v) in yh.iter_mut().zip(&lt.v[hs]) {
+                    *y += alpha * v;
+                }
+            }
+            // 15. y = y ⊙ g
+            for ((yg, &yh), &g) in lt.y_gate.iter_mut().zip(&lt.y_head).zip(&lt.g) {
+                *yg = yh * g;
+            }
+            // 16. x += W_o y
+            kernels::gemv(p(ls.o_proj), &lt.y_gate, &mut lt.x_mid, c, c);
+            for (m, &xi) in lt.x_mid.iter_mut().zip(x.iter()) {
+                *m += xi;
+            }
+            x.copy_from_slice(&lt.x_mid);
+
+            // 17. xf = LN_ffn(x)
+            layer_norm(x, p(ls.ffn_norm_w), p(ls.ffn_norm_b), LN_EPS, &mut lt.xf);
+            // 18. x_f = xf + μ ⊙ (prev − xf);   prev ← xf
+            lt.ffn_prev.copy_from_slice(&st.ffn_prev);
+            token_shift(&lt.xf, &lt.ffn_prev, p(ls.ffn_mix), &mut lt.ffn_x);
+            st.ffn_prev.copy_from_slice(&lt.xf);
+            // 19. h = relu(W_key x_f)²
+            kernels::gemv(p(ls.ffn_key), &lt.ffn_x, &mut lt.ffn_pre, f, c);
+            for (hv, &pre) in lt.ffn_h.iter_mut().zip(&lt.ffn_pre) {
+                let r = if pre > 0.0 { pre } else { 0.0 };
+                *hv = r * r;
+            }
+            // 20. x += W_value h
+            kernels::gemv(p(ls.ffn_value), &lt.ffn_h, &mut self.block_out, c, f);
+            kernels::add_assign(x, &self.block_out);
+        }
+
+        // 21. logits = lm_head · LN_out(x)
+        if logits {
+            tr.x_final.copy_from_slice(x);
+            let (norm_w, norm_b) = (p(sl.final_norm_w), p(sl.final_norm_b));
+            layer_norm(x, norm_w, norm_b, LN_EPS, &mut tr.xo);
+            kernels::gemv(p(sl.lm_head), &tr.xo, &mut self.logits, VOCAB, c);
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -754,201 +963,12 @@ impl Network for Rwkv7 {
         token: u8,
         trace: Option<&mut Trace>,
     ) -> &[f32] {
-        let tr = match trace {
-            Some(t) => t,
-            None => &mut self.scratch,
-        };
-        let (c, f, h) = (self.cfg.hidden, self.cfg.intermediate, self.cfg.heads());
-        let (dw, da, dv, dg) = (
-            self.cfg.decay_rank,
-            self.cfg.a_rank,
-            self.cfg.v_rank,
-            self.cfg.g_rank,
-        );
-        let p = |slot: Slot| slot.of(&params.data);
-        let sl = &self.slots;
-        let x = &mut self.x;
-        tr.token = token;
-
-        // 1. x = embed[token]   (a byte is always a valid row: no clamping, unlike the
-        //    reference, which silently clamps out-of-range token ids)
-        tr.x0.copy_from_slice(p(sl.embed.row(token as usize, c)));
-        // 2. x = LN_pre(x)   (block 0's pre-norm)
-        layer_norm(&tr.x0, p(sl.pre_norm_w), p(sl.pre_norm_b), LN_EPS, x);
-
-        for ((ls, st), lt) in sl
-            .layers
-            .iter()
-            .zip(state.layers.iter_mut())
-            .zip(tr.layers.iter_mut())
-        {
-            lt.x_in.copy_from_slice(x);
-            // 3. xn = LN_attn(x)
-            layer_norm(x, p(ls.attn_norm_w), p(ls.attn_norm_b), LN_EPS, &mut lt.xn);
-            // 4. x_m = xn + μ_m ⊙ (prev − xn) for m ∈ {r, w, k, v, a, g};   prev ← xn
-            lt.att_prev.copy_from_slice(&st.att_prev);
-            for (out, &mix) in lt.shift.iter_mut().zip(&ls.mix) {
-                token_shift(&lt.xn, &lt.att_prev, p(mix), out);
-            }
-            st.att_prev.copy_from_slice(&lt.xn);
-            // 5. r = W_r x_r;   k̃ = W_k x_k;   ṽ = W_v x_v
-            kernels::gemv(p(ls.r_proj), &lt.shift[R], &mut lt.r, c, c);
-            kernels::gemv(p(ls.k_proj), &lt.shift[K], &mut lt.kt, c, c);
-            kernels::gemv(p(ls.v_proj), &lt.shift[VAL], &mut lt.vt, c, c);
-            // 6. w = exp(−e^{−½} · σ(W2 tanh(W1 x_w) + w0))
-            kernels::gemv(p(ls.w1), &lt.shift[W], &mut lt.w_hidden, dw, c);
-            for v in lt.w_hidden.iter_mut() {
-                *v = math::tanh(*v);
-            }
-            kernels::gemv(p(ls.w2), &lt.w_hidden, &mut lt.w_sig, c, dw);
-            kernels::add_assign(&mut lt.w_sig, p(ls.w0));
-            for (s, wd) in lt.w_sig.iter_mut().zip(lt.w.iter_mut()) {
-                *s = math::sigmoid(*s);
-                *wd = math::exp(-DECAY_SCALE * *s);
-            }
-            // 7. a = σ(A2 A1 x_a + a0)
-            kernels::gemv(p(ls.a1), &lt.shift[A], &mut lt.a_hidden, da, c);
-            kernels::gemv(p(ls.a2), &lt.a_hidden, &mut lt.a, c, da);
-            kernels::add_assign(&mut lt.a, p(ls.a0));
-            for v in lt.a.iter_mut() {
-                *v = math::sigmoid(*v);
-            }
-            // 8. g = G2 σ(G1 x_g)
-            kernels::gemv(p(ls.g1), &lt.shift[G], &mut lt.g_hidden, dg, c);
-            for v in lt.g_hidden.iter_mut() {
-                *v = math::sigmoid(*v);
-            }
-            kernels::gemv(p(ls.g2), &lt.g_hidden, &mut lt.g, c, dg);
-            // 9. block 0: v = ṽ and v_first = ṽ;
-            //    later blocks: ν = σ(V2 V1 x_v + v0),  v = ṽ + (v_first − ṽ) ⊙ ν
-            match &ls.v_lora {
-                None => {
-                    lt.v.copy_from_slice(&lt.vt);
-                    tr.v_first.copy_from_slice(&lt.vt);
-                }
-                Some(vl) => {
-                    kernels::gemv(p(vl.v1), &lt.shift[VAL], &mut lt.v_hidden, dv, c);
-                    kernels::gemv(p(vl.v2), &lt.v_hidden, &mut lt.nu, c, dv);
-                    kernels::add_assign(&mut lt.nu, p(vl.v0));
-                    for (((v, nu), &vt), &vf) in
-                        lt.v.iter_mut()
-                            .zip(lt.nu.iter_mut())
-                            .zip(&lt.vt)
-                            .zip(&tr.v_first)
-                    {
-                        *nu = math::sigmoid(*nu);
-                        *v = vt + (vf - vt) * *nu;
-                    }
-                }
-            }
-            // 10. kk = (k̃ ⊙ k_k) / max(‖k̃ ⊙ k_k‖, ε)   per head
-            for ((kk, &kt), &kkp) in lt.kk.iter_mut().zip(&lt.kt).zip(p(ls.k_k)) {
-                *kk = kt * kkp;
-            }
-            for hd in 0..h {
-                let head = &mut lt.kk[hd * N..(hd + 1) * N];
-                let norm = kernels::dot(head, head).sqrt();
-                lt.kk_norm[hd] = norm;
-                let den = if norm > KK_EPS { norm } else { KK_EPS };
-                for v in head.iter_mut() {
-                    *v /= den;
-                }
-            }
-            // 11. k = k̃ ⊙ (1 + (a − 1) ⊙ k_a)
-            for (((k, &kt), &a), &ka) in lt.k.iter_mut().zip(&lt.kt).zip(&lt.a).zip(p(ls.k_a)) {
-                *k = kt * (1.0 + (a - 1.0) * ka);
-            }
-            // 12. per head, b = kk ⊙ a,  sa = S·kk,  S' = S·diag(w) − sa·bᵀ + v·kᵀ,  y = S'·r
-            for ((b, &kk), &a) in lt.b.iter_mut().zip(&lt.kk).zip(&lt.a) {
-                *b = kk * a;
-            }
-            lt.wkv_prev.copy_from_slice(&st.wkv);
-            for hd in 0..h {
-                let hs = hd * N..(hd + 1) * N;
-                let (w, b, k, r, kk) = (
-                    &lt.w[hs.clone()],
-                    &lt.b[hs.clone()],
-                    &lt.k[hs.clone()],
-                    &lt.r[hs.clone()],
-                    &lt.kk[hs.clone()],
-                );
-                for i in 0..N {
-                    let ci = hd * N + i;
-                    let row = &mut st.wkv[ci * N..(ci + 1) * N];
-                    let sa = kernels::dot(row, kk);
-                    lt.sa[ci] = sa;
-                    let vi = lt.v[ci];
-                    for (((s, &wj), &bj), &kj) in row.iter_mut().zip(w).zip(b).zip(k) {
-                        *s = wkv_cell(*s, wj, sa, bj, vi, kj);
-                    }
-                    lt.y_wkv[ci] = kernels::dot(row, r);
-                }
-            }
-            // 13. y = GroupNorm(y)   (a LayerNorm per head, ε = 64e-5)
-            // 14. y += (Σ_head r ⊙ k ⊙ r_k) · v   (the current byte's own r·k bonus)
-            let (gn_w, gn_b, r_k) = (p(ls.gn_w), p(ls.gn_b), p(ls.r_k));
-            for hd in 0..h {
-                let hs = hd * N..(hd + 1) * N;
-                let yh = &mut lt.y_head[hs.clone()];
-                layer_norm(
-                    &lt.y_wkv[hs.clone()],
-                    &gn_w[hs.clone()],
-                    &gn_b[hs.clone()],
-                    GN_EPS,
-                    yh,
-                );
-                let mut alpha = 0.0f32;
-                for ((&r, &k), &rk) in lt.r[hs.clone()]
-                    .iter()
-                    .zip(&lt.k[hs.clone()])
-                    .zip(&r_k[hs.clone()])
-                {
-                    alpha += r * k * rk;
-                }
-                lt.alpha[hd] = alpha;
-                for (y, &v) in yh.iter_mut().zip(&lt.v[hs]) {
-                    *y += alpha * v;
-                }
-            }
-            // 15. y = y ⊙ g
-            for ((yg, &yh), &g) in lt.y_gate.iter_mut().zip(&lt.y_head).zip(&lt.g) {
-                *yg = yh * g;
-            }
-            // 16. x += W_o y
-            kernels::gemv(p(ls.o_proj), &lt.y_gate, &mut lt.x_mid, c, c);
-            for (m, &xi) in lt.x_mid.iter_mut().zip(x.iter()) {
-                *m += xi;
-            }
-            x.copy_from_slice(&lt.x_mid);
-
-            // 17. xf = LN_ffn(x)
-            layer_norm(x, p(ls.ffn_norm_w), p(ls.ffn_norm_b), LN_EPS, &mut lt.xf);
-            // 18. x_f = xf + μ ⊙ (prev − xf);   prev ← xf
-            lt.ffn_prev.copy_from_slice(&st.ffn_prev);
-            token_shift(&lt.xf, &lt.ffn_prev, p(ls.ffn_mix), &mut lt.ffn_x);
-            st.ffn_prev.copy_from_slice(&lt.xf);
-            // 19. h = relu(W_key x_f)²
-            kernels::gemv(p(ls.ffn_key), &lt.ffn_x, &mut lt.ffn_pre, f, c);
-            for (hv, &pre) in lt.ffn_h.iter_mut().zip(&lt.ffn_pre) {
-                let r = if pre > 0.0 { pre } else { 0.0 };
-                *hv = r * r;
-            }
-            // 20. x += W_value h
-            kernels::gemv(p(ls.ffn_value), &lt.ffn_h, &mut self.block_out, c, f);
-            kernels::add_assign(x, &self.block_out);
-        }
-
-        // 21. logits = lm_head · LN_out(x)
-        tr.x_final.copy_from_slice(x);
-        layer_norm(
-            x,
-            p(sl.final_norm_w),
-            p(sl.final_norm_b),
-            LN_EPS,
-            &mut tr.xo,
-        );
-        kernels::gemv(p(sl.lm_head), &tr.xo, &mut self.logits, VOCAB, c);
+        self.step(params, state, token, trace, true);
         &self.logits
+    }
+
+    fn advance(&mut self, params: &ParamSet, state: &mut State, token: u8) {
+        self.step(params, state, token, None, false);
     }
 
     fn backward(
@@ -984,13 +1004,11 @@ impl Network for Rwkv7 {
         }
 
         // 21. logits = lm_head · xo,   xo = LN_out(x_final)
-        if train_head {
-            kernels::add_outer(sl.lm_head.of_mut(grads), VOCAB, c, grad_logits, &tr.xo);
-        }
         if !train_head && !below {
             return;
         }
-        kernels::gemv_t(p(sl.lm_head), grad_logits, &mut g.xn, VOCAB, c);
+        let g_w = train_head.then(|| sl.lm_head.of_mut(grads));
+        kernels::linear_backward(p(sl.lm_head), grad_logits, &tr.xo, &mut g.xn, g_w, VOCAB, c);
         if train_head {
             layer_norm_param_grads(
                 &tr.x_final,
@@ -1012,18 +1030,14 @@ impl Network for Rwkv7 {
             let mut lc = carry.as_deref_mut().map(|cr| &mut cr.layers[l]);
 
             // 20. x_out = x_mid + W_value h   (g.x = dL/dx_out, and the residual passes it on)
-            if train_ffn {
-                kernels::add_outer(ls.ffn_value.of_mut(grads), c, f, &g.x, &lt.ffn_h);
-            }
-            kernels::gemv_t(p(ls.ffn_value), &g.x, &mut g.f, c, f);
+            let g_w = train_ffn.then(|| ls.ffn_value.of_mut(grads));
+            kernels::linear_backward(p(ls.ffn_value), &g.x, &lt.ffn_h, &mut g.f, g_w, c, f);
             // 19. h = relu(pre)²:   dh/dpre = 2·pre where pre > 0
             for (gf, &pre) in g.f.iter_mut().zip(&lt.ffn_pre) {
                 *gf = if pre > 0.0 { *gf * (2.0 * pre) } else { 0.0 };
             }
-            if train_ffn {
-                kernels::add_outer(ls.ffn_key.of_mut(grads), f, c, &g.f, &lt.ffn_x);
-            }
-            kernels::gemv_t(p(ls.ffn_key), &g.f, &mut g.tmp, f, c);
+            let g_w = train_ffn.then(|| ls.ffn_key.of_mut(grads));
+            kernels::linear_backward(p(ls.ffn_key), &g.f, &lt.ffn_x, &mut g.tmp, g_w, f, c);
             // 18. ffn_x = xf + μ ⊙ (prev − xf), and xf became the next byte's prev: what later
             //     bytes pass back for it joins g.xn; the carry then holds dL/d(prev).
             match lc.as_deref_mut() {
@@ -1057,10 +1071,8 @@ impl Network for Rwkv7 {
             kernels::add_assign(&mut g.x, &g.tmp);
 
             // 16. x_mid = x_in + W_o y_gate   (g.x = dL/dx_mid)
-            if train_attn {
-                kernels::add_outer(ls.o_proj.of_mut(grads), c, c, &g.x, &lt.y_gate);
-            }
-            kernels::gemv_t(p(ls.o_proj), &g.x, &mut g.y, c, c);
+            let g_w = train_attn.then(|| ls.o_proj.of_mut(grads));
+            kernels::linear_backward(p(ls.o_proj), &g.x, &lt.y_gate, &mut g.y, g_w, c, c);
             // 15. y_gate = y_head ⊙ g
             for i in 0..c {
                 g.g[i] = g.y[i] * lt.y_head[i];
@@ -1208,28 +1220,25 @@ impl Network for Rwkv7 {
                     }
                     if train_attn {
                         kernels::add_assign(vl.v0.of_mut(grads), &g.pre);
-                        kernels::add_outer(vl.v2.of_mut(grads), c, dv, &g.pre, &lt.v_hidden);
                     }
-                    kernels::gemv_t(p(vl.v2), &g.pre, &mut g.rank, c, dv);
-                    if train_attn {
-                        kernels::add_outer(vl.v1.of_mut(grads), dv, c, &g.rank, &lt.shift[VAL]);
-                    }
+                    let g_w = train_attn.then(|| vl.v2.of_mut(grads));
+                    let v_hidden = &lt.v_hidden;
+                    kernels::linear_backward(p(vl.v2), &g.pre, v_hidden, &mut g.rank, g_w, c, dv);
                     // x_v also feeds ṽ: step 5 adds W_vᵀ·dL/dṽ to this.
-                    kernels::gemv_t(p(vl.v1), &g.rank, &mut g.shift[VAL], dv, c);
+                    let g_w = train_attn.then(|| vl.v1.of_mut(grads));
+                    let (x_v, g_x_v) = (&lt.shift[VAL], &mut g.shift[VAL]);
+                    kernels::linear_backward(p(vl.v1), &g.rank, x_v, g_x_v, g_w, dv, c);
                 }
             }
             // 8. g = G2 σ(G1 x_g)
-            if train_attn {
-                kernels::add_outer(ls.g2.of_mut(grads), c, dg, &g.g, &lt.g_hidden);
-            }
-            kernels::gemv_t(p(ls.g2), &g.g, &mut g.rank, c, dg);
+            let g_w = train_attn.then(|| ls.g2.of_mut(grads));
+            kernels::linear_backward(p(ls.g2), &g.g, &lt.g_hidden, &mut g.rank, g_w, c, dg);
             for (gr, &s) in g.rank[..dg].iter_mut().zip(&lt.g_hidden) {
                 *gr *= s * (1.0 - s);
             }
-            if train_attn {
-                kernels::add_outer(ls.g1.of_mut(grads), dg, c, &g.rank, &lt.shift[G]);
-            }
-            kernels::gemv_t(p(ls.g1), &g.rank, &mut g.shift[G], dg, c);
+            let g_w = train_attn.then(|| ls.g1.of_mut(grads));
+            let (x_g, g_x_g) = (&lt.shift[G], &mut g.shift[G]);
+            kernels::linear_backward(p(ls.g1), &g.rank, x_g, g_x_g, g_w, dg, c);
             // 7. a = σ(A2 A1 x_a + a0)
             for i in 0..c {
                 let a = lt.a[i];
@@ -1237,13 +1246,12 @@ impl Network for Rwkv7 {
             }
             if train_attn {
                 kernels::add_assign(ls.a0.of_mut(grads), &g.pre);
-                kernels::add_outer(ls.a2.of_mut(grads), c, da, &g.pre, &lt.a_hidden);
             }
-            kernels::gemv_t(p(ls.a2), &g.pre, &mut g.rank, c, da);
-            if train_attn {
-                kernels::add_outer(ls.a1.of_mut(grads), da, c, &g.rank, &lt.shift[A]);
-            }
-            kernels::gemv_t(p(ls.a1), &g.rank, &mut g.shift[A], da, c);
+            let g_w = train_attn.then(|| ls.a2.of_mut(grads));
+            kernels::linear_backward(p(ls.a2), &g.pre, &lt.a_hidden, &mut g.rank, g_w, c, da);
+            let g_w = train_attn.then(|| ls.a1.of_mut(grads));
+            let (x_a, g_x_a) = (&lt.shift[A], &mut g.shift[A]);
+            kernels::linear_backward(p(ls.a1), &g.rank, x_a, g_x_a, g_w, da, c);
             // 6. w = exp(−e^{−½} s),  s = σ(W2 tanh(W1 x_w) + w0):  dw/dpre = −e^{−½}·w·s(1 − s)
             for i in 0..c {
                 let s = lt.w_sig[i];
@@ -1251,25 +1259,25 @@ impl Network for Rwkv7 {
             }
             if train_attn {
                 kernels::add_assign(ls.w0.of_mut(grads), &g.pre);
-                kernels::add_outer(ls.w2.of_mut(grads), c, dw, &g.pre, &lt.w_hidden);
             }
-            kernels::gemv_t(p(ls.w2), &g.pre, &mut g.rank, c, dw);
+            let g_w = train_attn.then(|| ls.w2.of_mut(grads));
+            kernels::linear_backward(p(ls.w2), &g.pre, &lt.w_hidden, &mut g.rank, g_w, c, dw);
             for (gr, &t) in g.rank[..dw].iter_mut().zip(&lt.w_hidden) {
                 *gr *= 1.0 - t * t;
             }
-            if train_attn {
-                kernels::add_outer(ls.w1.of_mut(grads), dw, c, &g.rank, &lt.shift[W]);
-            }
-            kernels::gemv_t(p(ls.w1), &g.rank, &mut g.shift[W], dw, c);
+            let g_w = train_attn.then(|| ls.w1.of_mut(grads));
+            let (x_w, g_x_w) = (&lt.shift[W], &mut g.shift[W]);
+            kernels::linear_backward(p(ls.w1), &g.rank, x_w, g_x_w, g_w, dw, c);
             // 5. r = W_r x_r;   k̃ = W_k x_k;   ṽ = W_v x_v
-            if train_attn {
-                kernels::add_outer(ls.r_proj.of_mut(grads), c, c, &g.r, &lt.shift[R]);
-                kernels::add_outer(ls.k_proj.of_mut(grads), c, c, &g.kt, &lt.shift[K]);
-                kernels::add_outer(ls.v_proj.of_mut(grads), c, c, &g.vt, &lt.shift[VAL]);
-            }
-            kernels::gemv_t(p(ls.r_proj), &g.r, &mut g.shift[R], c, c);
-            kernels::gemv_t(p(ls.k_proj), &g.kt, &mut g.shift[K], c, c);
-            kernels::gemv_t_acc(p(ls.v_proj), &g.vt, &mut g.shift[VAL], c, c);
+            let g_w = train_attn.then(|| ls.r_proj.of_mut(grads));
+            let (x_r, g_x_r) = (&lt.shift[R], &mut g.shift[R]);
+            kernels::linear_backward(p(ls.r_proj), &g.r, x_r, g_x_r, g_w, c, c);
+            let g_w = train_attn.then(|| ls.k_proj.of_mut(grads));
+            let (x_k, g_x_k) = (&lt.shift[K], &mut g.shift[K]);
+            kernels::linear_backward(p(ls.k_proj), &g.kt, x_k, g_x_k, g_w, c, c);
+            let g_w = train_attn.then(|| ls.v_proj.of_mut(grads));
+            let (x_v, g_x_v) = (&lt.shift[VAL], &mut g.shift[VAL]);
+            kernels::linear_backward_acc(p(ls.v_proj), &g.vt, x_v, g_x_v, g_w, c, c);
             // 4. x_m = xn + μ_m ⊙ (prev − xn), and xn became the next byte's prev
             match lc.as_deref_mut() {
                 Some(lc) => {
@@ -1703,16 +1711,19 @@ mod tests {
     }
 
     #[test]
-    fn traced_and_untraced_forward_are_identical() {
+    fn traced_untraced_and_advance_steps_are_identical() {
         let (mut net, params) = spread_net(11);
         let mut traced = net.new_state();
         let mut plain = net.new_state();
+        let mut advanced = net.new_state();
         let mut tr = net.new_trace();
         for &t in TEXT {
             let lt = bits(net.forward(&params, &mut traced, t, Some(&mut tr)));
             let lp = bits(net.forward(&params, &mut plain, t, None));
             assert_eq!(lt, lp, "logits differ at byte {t}");
             assert_eq!(state_bits(&traced), state_bits(&plain));
+            net.advance(&params, &mut advanced, t);
+            assert_eq!(state_bits(&advanced), state_bits(&plain));
         }
     }
 

@@ -137,9 +137,9 @@ impl<N: Network> Tbptt<N> {
         optimizer.step(params, grads, scope, &touched);
         net.refresh(params);
 
-        *state = self.checkpoints[0].clone();
+        *state = self.checkpoints.swap_remove(0);
         for &t in &self.inputs {
-            net.forward(params, state, t, None);
+            net.advance(params, state, t);
         }
         self.checkpoints.clear();
         self.inputs.clear();
