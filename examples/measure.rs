@@ -1,11 +1,12 @@
-//! Measures lmzip's ratio and speed on files with a recipe given as `key=value` arguments, for
-//! tuning defaults: `cargo run --release --example measure -- FILE [limit=N] [model=mamba1]
-//! [hidden=N] [layers=N] [inner=N] [state=N] [lr=X] [opt=adam] [bptt=N] [clip=X] [scope=...]
-//! [seed=N] [verify=1]`. Prints one line: file, bytes, bits per byte, compress KB/s.
+//! Measures lmzip's ratio and speed on a file with a recipe, for tuning levels:
+//! `cargo run --release --example measure -- FILE [limit=N] [model=mamba1] [level=N]
+//! ['recipe=cfg:hidden=64 0..:train(lr=0.001,bptt=16)'] [verify=1]`. The recipe text edits the
+//! level's recipe (docs/recipes.md). Prints one line: file, bytes, bits per byte, compress
+//! KB/s, the recipe.
 
 use std::time::Instant;
 
-use lmzip::recipe::{ModelConfig, ModelKind, OptimizerKind, Recipe};
+use lmzip::recipe::ModelKind;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -20,56 +21,23 @@ fn main() -> anyhow::Result<()> {
         data.truncate(limit.parse()?);
     }
     let kind = ModelKind::parse(&kv("model").unwrap_or_else(|| "mamba1".into()))?;
-    let mut recipe = Recipe::default_for(kind);
-    let hidden = kv("hidden").map(|v| v.parse()).transpose()?;
-    let layers = kv("layers").map(|v| v.parse()).transpose()?;
-    recipe.model.set_size(hidden, layers);
-    match &mut recipe.model {
-        ModelConfig::Mamba1(c) => {
-            if let Some(v) = kv("inner") {
-                c.inner = v.parse()?;
-            }
-            if let Some(v) = kv("state") {
-                c.state = v.parse()?;
-            }
-            if let Some(v) = kv("dt_rank") {
-                c.dt_rank = v.parse()?;
-            }
-        }
-        ModelConfig::Rwkv7(c) => {
-            if let Some(v) = kv("intermediate") {
-                c.intermediate = v.parse()?;
-            }
-        }
+    let level = match kv("level") {
+        Some(v) => v.parse()?,
+        None => lmzip::levels::DEFAULT_LEVEL,
+    };
+    let mut recipe = lmzip::levels::recipe(kind, level);
+    if let Some(text) = kv("recipe") {
+        recipe = recipe.edit(&text, None)?;
     }
-    let t = &mut recipe.training;
-    if let Some(v) = kv("lr") {
-        t.lr = v.parse()?;
-    }
-    if let Some(v) = kv("opt") {
-        t.optimizer = OptimizerKind::parse(&v)?;
-    }
-    if let Some(v) = kv("bptt") {
-        t.bptt = v.parse()?;
-    }
-    if let Some(v) = kv("clip") {
-        t.clip = v.parse()?;
-    }
-    if let Some(v) = kv("scope") {
-        t.scope = lmzip::params::Scope::parse(&v, kind.groups())?;
-    }
-    if let Some(v) = kv("seed") {
-        recipe.seed = v.parse()?;
-    }
+    let recipe = recipe.resolve(Some(data.len() as u64))?;
     let start = Instant::now();
     let packed = lmzip::codec::compress_bytes(&recipe, &data)?;
     let secs = start.elapsed().as_secs_f64();
     let bpb = 8.0 * packed.len() as f64 / data.len().max(1) as f64;
     println!(
-        "{file}\t{}\t{bpb:.4} bpb\t{:.2} KB/s\t{}",
+        "{file}\t{}\t{bpb:.4} bpb\t{:.2} KB/s\t{recipe}",
         data.len(),
         data.len() as f64 / 1000.0 / secs,
-        recipe.to_json()
     );
     if kv("verify").is_some() {
         let back = lmzip::codec::decompress_bytes(&packed)?;

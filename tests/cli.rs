@@ -272,15 +272,15 @@ fn every_model_knob_is_accepted_and_stored() {
     assert_ok(&info);
     let info = String::from_utf8_lossy(&info.stdout);
     for needle in [
-        "mamba1",
-        "hidden 16",
-        "layers 1",
-        "seed 3",
-        "optimizer adam",
-        "lr 0.01",
-        "scope embed+head",
-        "bptt 4",
-        "clip 0.5",
+        "mamba1 cfg:",
+        "hidden=16",
+        "layers=1",
+        "seed=3",
+        "opt=adam",
+        "lr=0.01",
+        "scope=embed+head",
+        "bptt=4",
+        "clip=0.5",
     ] {
         assert!(info.contains(needle), "'{needle}' not in:\n{info}");
     }
@@ -605,8 +605,7 @@ fn info_describes_without_decoding() {
     for needle in [
         "format version:   1".to_string(),
         "numerics version: 1".to_string(),
-        "mamba1".to_string(),
-        "hidden 16".to_string(),
+        "recipe:           mamba1 cfg:hidden=16,".to_string(),
         format!("original size:    {} bytes", data.len()),
         format!("compressed size:  {} bytes", packed.len()),
         format!(
