@@ -160,12 +160,20 @@ pub fn compress(
     if !recipe.is_resolved() {
         return Err(crate::recipe::UnresolvedPercent.into());
     }
+    let text = recipe.to_text();
+    if text.len() > format::RECIPE_MAX {
+        anyhow::bail!(
+            "the recipe's text is {} bytes long; a header holds at most {}",
+            text.len(),
+            format::RECIPE_MAX
+        );
+    }
     let mut out = Counting {
         inner: output,
         count: 0,
     };
     let mut predictor = predictor::build(recipe, options.weights)?;
-    format::write_header(&mut out, &recipe.to_text()).context("cannot write output")?;
+    format::write_header(&mut out, &text).context("cannot write output")?;
     let mut quantized = QuantizedPdf::new();
     let mut buf = vec![0u8; FRAME_MAX];
     let mut crc = crc32fast::Hasher::new();

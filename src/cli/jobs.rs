@@ -18,7 +18,7 @@ use super::settings::{
 use super::{FAILURE_STATUS, USAGE_STATUS};
 use crate::codec;
 use crate::format;
-use crate::modelfile::{self, Weights};
+use crate::modelfile::Weights;
 use crate::recipe::{Base, Recipe, hex};
 
 /// What every input of a run shares: the model file it starts from and, for compression, the
@@ -101,11 +101,15 @@ fn check_model_target(path: Option<&Path>, force: bool) -> Result<()> {
     Ok(())
 }
 
-/// Writes the model a run ended with.
-fn save_model(path: Option<&Path>, summary: &codec::Summary) -> Result<()> {
+/// Writes the model a run ended with, as outputs are written: under a temporary name that a
+/// signal removes, renamed when complete, never over an existing file unless forced.
+fn save_model(path: Option<&Path>, summary: &codec::Summary, force: bool) -> Result<()> {
     if let (Some(path), Some(bytes)) = (path, &summary.model) {
-        modelfile::write_atomically(path, bytes)
-            .with_context(|| format!("cannot save the model to {}", path.display()))?;
+        let staged = StagedFile::create(path, None)?;
+        let mut file = staged.file();
+        file.write_all(bytes)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        staged.commit(None, force)?;
     }
     Ok(())
 }
@@ -192,7 +196,7 @@ impl CompressJob<'_> {
                     )?;
                 }
                 staged.commit(source_meta.as_ref(), out.force)?;
-                save_model(self.save_weights, &s)?;
+                save_model(self.save_weights, &s, out.force)?;
                 if out.remove_source {
                     source.remove()?;
                 }
@@ -212,7 +216,7 @@ impl CompressJob<'_> {
                 let mut stdout = io::stdout().lock();
                 io::copy(&mut spool, &mut stdout).context("cannot write output")?;
                 stdout.flush().context("cannot write output")?;
-                save_model(self.save_weights, &s)?;
+                save_model(self.save_weights, &s, out.force)?;
                 (s, took)
             }
             Target::Stdout => {
@@ -220,7 +224,7 @@ impl CompressJob<'_> {
                 let s = codec::compress(&recipe, &options, &mut reader, &mut stdout, &mut |p| {
                     meter.update(p)
                 })?;
-                save_model(self.save_weights, &s)?;
+                save_model(self.save_weights, &s, out.force)?;
                 (s, meter.finish())
             }
         };
@@ -283,7 +287,7 @@ fn decompress_one(
             let took = meter.finish();
             super::signals::check()?;
             staged.commit(source.metadata(), out.force)?;
-            save_model(save_weights, &s)?;
+            save_model(save_weights, &s, out.force)?;
             if out.remove_source {
                 source.remove()?;
             }
@@ -294,7 +298,7 @@ fn decompress_one(
             let s = codec::decompress(&options, &mut source.reader, &mut stdout, &mut |p| {
                 meter.update(p)
             })?;
-            save_model(save_weights, &s)?;
+            save_model(save_weights, &s, out.force)?;
             (s, meter.finish())
         }
     };
