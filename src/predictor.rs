@@ -446,7 +446,7 @@ impl<N: Network> BytePredictor for Predictor<N> {
             params: &self.params,
             moments,
             adam_steps: self.optimizer.steps(),
-            position: self.position_before + self.position,
+            position: self.position_before.saturating_add(self.position),
             net: &self.net,
             state,
             action: &self.run.action,
