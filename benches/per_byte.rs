@@ -8,7 +8,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use lmzip::model::Network;
 use lmzip::model::mamba1::Mamba1;
 use lmzip::predictor;
-use lmzip::recipe::{ModelConfig, ModelKind, OptimizerKind, Recipe};
+use lmzip::recipe::{ModelConfig, ModelKind, Recipe};
 
 fn text() -> Vec<u8> {
     b"It was the best of times, it was the worst of times, it was the age of wisdom. ".repeat(64)
@@ -16,7 +16,7 @@ fn text() -> Vec<u8> {
 
 fn forward(c: &mut Criterion) {
     let recipe = Recipe::default_for(ModelKind::Mamba1);
-    let ModelConfig::Mamba1(cfg) = recipe.model.clone() else {
+    let ModelConfig::Mamba1(cfg) = recipe.config().clone() else {
         unreachable!()
     };
     let (mut net, params) = Mamba1::new_random(cfg, 0).unwrap();
@@ -32,15 +32,15 @@ fn forward(c: &mut Criterion) {
 }
 
 fn learn(c: &mut Criterion) {
-    for (name, optimizer, bptt) in [
-        ("mamba1 learn sgd bptt1", OptimizerKind::Sgd, 1),
-        ("mamba1 learn adam bptt1", OptimizerKind::Adam, 1),
-        ("mamba1 learn adam bptt8", OptimizerKind::Adam, 8),
+    for (name, rule) in [
+        ("mamba1 learn sgd bptt1", "0..:train(opt=sgd)"),
+        ("mamba1 learn adam bptt1", "0..:train(opt=adam)"),
+        ("mamba1 learn adam bptt8", "0..:train(opt=adam,bptt=8)"),
     ] {
-        let mut recipe = Recipe::default_for(ModelKind::Mamba1);
-        recipe.training.optimizer = optimizer;
-        recipe.training.bptt = bptt;
-        let mut p = predictor::build(&recipe).unwrap();
+        let recipe = Recipe::default_for(ModelKind::Mamba1)
+            .edit(rule, None)
+            .unwrap();
+        let mut p = predictor::build(&recipe, None).unwrap();
         let data = text();
         let mut i = 0;
         c.bench_function(name, |b| {

@@ -1,12 +1,13 @@
-//! Measures lmzip's ratio and speed on files with a recipe given as `key=value` arguments, for
-//! tuning defaults: `cargo run --release --example measure -- FILE [limit=N] [model=mamba1]
-//! [hidden=N] [layers=N] [inner=N] [state=N] [conv=N] [lr=X] [opt=adam] [bptt=N] [clip=X]
-//! [scope=...] [seed=N] [verify=1] [pdfs=1]`. Prints one line: file, bytes, bits per byte, compress KB/s, a hash of
-//! the compressed bytes (to check that a speedup changed no bit), and the recipe.
+//! Measures lmzip's ratio and speed on a file with a recipe, for tuning levels:
+//! `cargo run --release --example measure -- FILE [limit=N] [model=mamba1] [level=N]
+//! ['recipe=cfg:hidden=64 0..:train(lr=0.001,bptt=16)'] [verify=1]`. The recipe text edits the
+//! level's recipe (docs/recipes.md). Prints one line: file, bytes, bits per byte, compress
+//! KB/s, an FNV-1a hash of the stream (with `pdfs=1` also of every distribution: a speedup
+//! must leave both unchanged), and the recipe.
 
 use std::time::Instant;
 
-use lmzip::recipe::{ModelConfig, ModelKind, OptimizerKind, Recipe};
+use lmzip::recipe::ModelKind;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -21,69 +22,33 @@ fn main() -> anyhow::Result<()> {
         data.truncate(limit.parse()?);
     }
     let kind = ModelKind::parse(&kv("model").unwrap_or_else(|| "mamba1".into()))?;
-    let mut recipe = Recipe::default_for(kind);
-    let hidden = kv("hidden").map(|v| v.parse()).transpose()?;
-    let layers = kv("layers").map(|v| v.parse()).transpose()?;
-    recipe.model.set_size(hidden, layers);
-    match &mut recipe.model {
-        ModelConfig::Mamba1(c) => {
-            if let Some(v) = kv("inner") {
-                c.inner = v.parse()?;
-            }
-            if let Some(v) = kv("state") {
-                c.state = v.parse()?;
-            }
-            if let Some(v) = kv("dt_rank") {
-                c.dt_rank = v.parse()?;
-            }
-            if let Some(v) = kv("conv") {
-                c.conv = v.parse()?;
-            }
-        }
-        ModelConfig::Rwkv7(c) => {
-            if let Some(v) = kv("intermediate") {
-                c.intermediate = v.parse()?;
-            }
-        }
+    let level = match kv("level") {
+        Some(v) => v.parse()?,
+        None => lmzip::levels::DEFAULT_LEVEL,
+    };
+    let mut recipe = lmzip::levels::recipe(kind, level);
+    if let Some(text) = kv("recipe") {
+        recipe = recipe.edit(&text, None)?;
     }
-    let t = &mut recipe.training;
-    if let Some(v) = kv("lr") {
-        t.lr = v.parse()?;
-    }
-    if let Some(v) = kv("opt") {
-        t.optimizer = OptimizerKind::parse(&v)?;
-    }
-    if let Some(v) = kv("bptt") {
-        t.bptt = v.parse()?;
-    }
-    if let Some(v) = kv("clip") {
-        t.clip = v.parse()?;
-    }
-    if let Some(v) = kv("scope") {
-        t.scope = lmzip::params::Scope::parse(&v, kind.groups())?;
-    }
-    if let Some(v) = kv("seed") {
-        recipe.seed = v.parse()?;
-    }
+    let recipe = recipe.resolve(Some(data.len() as u64))?;
     let start = Instant::now();
     let packed = lmzip::codec::compress_bytes(&recipe, &data)?;
     let secs = start.elapsed().as_secs_f64();
     let bpb = 8.0 * packed.len() as f64 / data.len().max(1) as f64;
     println!(
-        "{file}\t{}\t{bpb:.4} bpb\t{:.2} KB/s\tfnv64 {:016x}\t{}",
+        "{file}\t{}\t{bpb:.4} bpb\t{:.2} KB/s\tfnv64 {:016x}\t{recipe}",
         data.len(),
         data.len() as f64 / 1000.0 / secs,
-        fnv1a64(&packed),
-        recipe.to_json()
+        fnv1a64(0xcbf2_9ce4_8422_2325, &packed),
     );
     if kv("pdfs").is_some() {
         // Every bit of every distribution the coder saw: the strictest check that a speedup
         // changed nothing.
-        let mut model = lmzip::predictor::build(&recipe)?;
-        let mut h = fnv1a64(&[]);
+        let mut model = lmzip::predictor::build(&recipe, None)?;
+        let mut h = 0xcbf2_9ce4_8422_2325;
         for &b in &data {
             for p in model.pdf() {
-                h = fnv1a64_from(h, &p.to_bits().to_le_bytes());
+                h = fnv1a64(h, &p.to_bits().to_le_bytes());
             }
             model.learn(b);
         }
@@ -97,13 +62,8 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// FNV-1a over the whole stream. (Not CRC32: every part of a stream ends with its own CRC32, so a
-/// CRC32 of the stream depends only on the parts' lengths and the trailer, not on the payload.)
-fn fnv1a64(bytes: &[u8]) -> u64 {
-    fnv1a64_from(0xcbf2_9ce4_8422_2325, bytes)
-}
-
-fn fnv1a64_from(h: u64, bytes: &[u8]) -> u64 {
+/// FNV-1a, 64 bits, continued from `h`.
+fn fnv1a64(h: u64, bytes: &[u8]) -> u64 {
     bytes.iter().fold(h, |h, &b| {
         (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
     })

@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 
 use crate::coder::{Decoder, Encoder, QuantizedPdf};
 use crate::format::{self, FRAME_MAX, FormatError};
+use crate::modelfile::Weights;
 use crate::predictor::{self, BytePredictor};
 use crate::recipe::Recipe;
 
@@ -44,6 +45,22 @@ pub struct Summary {
     pub raw_bytes: u64,
     /// Length of the `.lmz` stream.
     pub lmz_bytes: u64,
+    /// The model the run ended with, as a model file, when [`Options::save_model`] asked for it.
+    pub model: Option<Vec<u8>>,
+}
+
+/// What a run starts from and keeps besides the stream.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options<'a> {
+    /// The model file a recipe with a `file:` base starts from (compression: the one the recipe
+    /// names; decompression: checked against the hash in the header).
+    pub weights: Option<&'a Weights>,
+    /// Keep the model the run ends with ([`Summary::model`]). Encoder and decoder end with the
+    /// same model, so both save the same bytes.
+    pub save_model: bool,
+    /// The input's length, when known in advance: compression checks that the input had it
+    /// (the recipe's percent positions were resolved with it).
+    pub expected_len: Option<u64>,
 }
 
 /// A progress callback; returning an error (say, on Ctrl-C) stops the run with that error.
@@ -130,20 +147,33 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(filled)
 }
 
-/// Compresses all of `input` into `output` as one `.lmz` stream.
+/// Compresses all of `input` into `output` as one `.lmz` stream. The recipe's positions must be
+/// in bytes ([`Recipe::resolve`] turns percent into bytes once the input's length is known).
 pub fn compress(
     recipe: &Recipe,
+    options: &Options<'_>,
     mut input: impl Read,
     output: impl Write,
     report: ProgressFn<'_>,
 ) -> Result<Summary> {
     recipe.validate()?;
+    if !recipe.is_resolved() {
+        return Err(crate::recipe::UnresolvedPercent.into());
+    }
+    let text = recipe.to_text();
+    if text.len() > format::RECIPE_MAX {
+        anyhow::bail!(
+            "the recipe's text is {} bytes long; a header holds at most {}",
+            text.len(),
+            format::RECIPE_MAX
+        );
+    }
     let mut out = Counting {
         inner: output,
         count: 0,
     };
-    let mut predictor = predictor::build(recipe)?;
-    format::write_header(&mut out, &recipe.to_json()).context("cannot write output")?;
+    let mut predictor = predictor::build(recipe, options.weights)?;
+    format::write_header(&mut out, &text).context("cannot write output")?;
     let mut quantized = QuantizedPdf::new();
     let mut buf = vec![0u8; FRAME_MAX];
     let mut crc = crc32fast::Hasher::new();
@@ -166,19 +196,41 @@ pub fn compress(
         format::write_frame(&mut out, n, &enc.finish()).context("cannot write output")?;
         report(progress)?;
     }
+    if let Some(expected) = options.expected_len
+        && expected != progress.bytes
+    {
+        anyhow::bail!(
+            "the input was {} bytes long, not the {expected} announced",
+            progress.bytes
+        );
+    }
     format::write_end(&mut out, progress.bytes, crc.finalize()).context("cannot write output")?;
     out.flush().context("cannot write output")?;
+    let model = saved_model(predictor.as_ref(), options)?;
     Ok(Summary {
         recipe: recipe.clone(),
         raw_bytes: progress.bytes,
         lmz_bytes: out.count,
+        model,
     })
+}
+
+fn saved_model(predictor: &dyn BytePredictor, options: &Options<'_>) -> Result<Option<Vec<u8>>> {
+    options
+        .save_model
+        .then(|| predictor.save().context("cannot save the model"))
+        .transpose()
 }
 
 /// Decompresses one `.lmz` stream from `input` into `output`, checking length and CRC32.
 /// Output is written frame by frame; on error, what was written must be discarded (the CLI
 /// writes to a temporary file and removes it).
-pub fn decompress(input: impl Read, output: impl Write, report: ProgressFn<'_>) -> Result<Summary> {
+pub fn decompress(
+    options: &Options<'_>,
+    input: impl Read,
+    output: impl Write,
+    report: ProgressFn<'_>,
+) -> Result<Summary> {
     let mut input = CountingReader {
         inner: input,
         count: 0,
@@ -186,9 +238,8 @@ pub fn decompress(input: impl Read, output: impl Write, report: ProgressFn<'_>) 
     let mut output = output;
     let header = format::read_header(&mut input)?;
     format::check_numerics(&header)?;
-    let recipe =
-        Recipe::from_json(&header.recipe).map_err(|e| FormatError::BadHeader(format!("{e:#}")))?;
-    let mut predictor = predictor::build(&recipe)?;
+    let recipe = read_recipe(&header)?;
+    let mut predictor = predictor::build(&recipe, options.weights)?;
     let mut quantized = QuantizedPdf::new();
     let mut buf = vec![0u8; FRAME_MAX];
     let mut crc = crc32fast::Hasher::new();
@@ -231,23 +282,51 @@ pub fn decompress(input: impl Read, output: impl Write, report: ProgressFn<'_>) 
         .into());
     }
     output.flush().context("cannot write output")?;
+    let model = saved_model(predictor.as_ref(), options)?;
     Ok(Summary {
         recipe,
         raw_bytes: progress.bytes,
         lmz_bytes: input.count,
+        model,
     })
+}
+
+/// The recipe of a header: complete, canonical, in bytes.
+pub fn read_recipe(header: &format::Header) -> Result<Recipe, FormatError> {
+    let recipe = Recipe::parse(&header.recipe)
+        .map_err(|e| FormatError::BadHeader(format!("recipe: {e}")))?;
+    if !recipe.is_resolved() {
+        return Err(FormatError::BadHeader(
+            "recipe: a stored recipe has its positions in bytes".into(),
+        ));
+    }
+    Ok(recipe)
 }
 
 /// Compresses a byte slice in memory (tests, benchmarks).
 pub fn compress_bytes(recipe: &Recipe, data: &[u8]) -> Result<Vec<u8>> {
-    let mut out = Vec::new();
-    compress(recipe, data, &mut out, &mut |_| Ok(()))?;
-    Ok(out)
+    Ok(compress_bytes_with(recipe, &Options::default(), data)?.0)
 }
 
 /// Decompresses a byte slice in memory (tests, benchmarks).
 pub fn decompress_bytes(lmz: &[u8]) -> Result<Vec<u8>> {
+    Ok(decompress_bytes_with(&Options::default(), lmz)?.0)
+}
+
+/// Compresses a byte slice in memory; returns the stream and the summary.
+pub fn compress_bytes_with(
+    recipe: &Recipe,
+    options: &Options<'_>,
+    data: &[u8],
+) -> Result<(Vec<u8>, Summary)> {
     let mut out = Vec::new();
-    decompress(lmz, &mut out, &mut |_| Ok(()))?;
-    Ok(out)
+    let s = compress(recipe, options, data, &mut out, &mut |_| Ok(()))?;
+    Ok((out, s))
+}
+
+/// Decompresses a byte slice in memory; returns the data and the summary.
+pub fn decompress_bytes_with(options: &Options<'_>, lmz: &[u8]) -> Result<(Vec<u8>, Summary)> {
+    let mut out = Vec::new();
+    let s = decompress(options, lmz, &mut out, &mut |_| Ok(()))?;
+    Ok((out, s))
 }

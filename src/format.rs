@@ -93,20 +93,26 @@ fn read_u32(r: &mut impl Read, what: &'static str) -> anyhow::Result<u32> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Header {
     pub numerics_version: u8,
-    /// The recipe's canonical JSON text (see [`crate::recipe::Recipe::from_json`]).
+    /// The recipe's canonical text (see [`crate::recipe::Recipe::parse`]).
     pub recipe: String,
 }
 
 /// Header layout: magic (4), format version (1), numerics version (1), flags (2, zero),
-/// recipe length (u32 LE), recipe (UTF-8 JSON), CRC32 of all the preceding header bytes.
-pub fn write_header(w: &mut impl Write, recipe_json: &str) -> io::Result<()> {
-    let mut buf = Vec::with_capacity(16 + recipe_json.len());
+/// recipe length (u32 LE), recipe (UTF-8 text), CRC32 of all the preceding header bytes.
+pub fn write_header(w: &mut impl Write, recipe_text: &str) -> io::Result<()> {
+    if recipe_text.len() > RECIPE_MAX {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("the recipe is longer than {RECIPE_MAX} bytes"),
+        ));
+    }
+    let mut buf = Vec::with_capacity(16 + recipe_text.len());
     buf.extend_from_slice(&MAGIC);
     buf.push(FORMAT_VERSION);
     buf.push(NUMERICS_VERSION);
     buf.extend_from_slice(&0u16.to_le_bytes());
-    buf.extend_from_slice(&(recipe_json.len() as u32).to_le_bytes());
-    buf.extend_from_slice(recipe_json.as_bytes());
+    buf.extend_from_slice(&(recipe_text.len() as u32).to_le_bytes());
+    buf.extend_from_slice(recipe_text.as_bytes());
     let crc = crc32fast::hash(&buf);
     buf.extend_from_slice(&crc.to_le_bytes());
     w.write_all(&buf)

@@ -1,27 +1,47 @@
-//! The predictor: a network, its parameters, the output bias, an optimizer and a training mode,
-//! behind the two calls the codec makes — the distribution of the next byte, and learning the
-//! byte that came.
+//! The predictor: a network, its parameters, the output bias, the optimizer state and the
+//! recipe's schedule, behind the calls the codec makes — the distribution of the next byte,
+//! learning the byte that came — and saving the whole of it as a model file.
 //!
 //! The stream starts as if preceded by a 0 byte: the first distribution is the network's
-//! prediction after reading 0 from the zero state.
+//! prediction after reading 0 from the zero state (or from where a model file left off).
+//!
+//! **The schedule.** Byte `i` of the input is learned as the schedule's action for position `i`
+//! says. The forward step that predicts byte `i` already depends on it (a trained byte needs a
+//! traced step), so that step is taken lazily, when the distribution of byte `i` is asked for:
+//! `learn(b)` trains on `b` and leaves `b` *pending*; `pdf()` feeds the pending byte. When the
+//! action changes at a position, the old action's pending TBPTT segment is trained on as it
+//! is (a shorter segment, its bytes' mean loss) before the new action starts, so no coded byte
+//! goes untrained and both sides cut at the same byte. Neighbouring pieces with equal actions
+//! are one run: their segments and strides continue across the boundary.
+//!
+//! **Saving and resuming** (src/resume.rs). After the last byte is learned nothing is pending
+//! but the byte itself: a saved model holds the weights, the optimizer state, the state the
+//! current segment started from, and the bytes to feed again to rebuild the segment, so a run
+//! that starts from it computes what the saving run would have computed next, bit for bit —
+//! provided the new run's first action equals the saved one.
 
-use anyhow::Result;
+use anyhow::{Context, Result, bail};
 
 use crate::model::mamba1::Mamba1;
 use crate::model::rwkv7::Rwkv7;
 use crate::model::{Network, VOCAB};
-use crate::params::{Group, ParamSet, Scope, Slot};
-use crate::recipe::{ModelConfig, OptimizerKind, Recipe};
-use crate::train::optim::{Optimizer, TouchedRows};
+use crate::modelfile::{ModelFile, Weights, WeightsError};
+use crate::params::{Group, ParamSet, Slot};
+use crate::recipe::schedule::Schedule;
+use crate::recipe::{Action, Base, ModelConfig, Recipe, TrainSpec};
+use crate::resume;
+use crate::train::optim::{Hyper, Optimizer, TouchedRows};
 use crate::train::tbptt::Tbptt;
 use crate::train::{logit_gradient, softmax_pdf};
 
 /// What the codec needs from a model.
 pub trait BytePredictor {
     /// The distribution of the next byte (256 probabilities summing to 1, each ≥ 1e-12).
-    fn pdf(&self) -> &[f64];
-    /// Learns the byte that came (as the recipe's training policy says) and predicts the next.
+    fn pdf(&mut self) -> &[f64];
+    /// Learns the byte that came, as the schedule says.
     fn learn(&mut self, byte: u8);
+    /// The model as a model file that resumes here (call it after [`BytePredictor::learn`]).
+    fn save(&self) -> Result<Vec<u8>>;
 }
 
 /// Name of the output bias tensor, added to every model's parameters in the group `bias`.
@@ -30,30 +50,76 @@ pub const OUTPUT_BIAS: &str = "output_bias";
 /// Chunk length of TBPTT replays: traces of this many bytes are kept at once.
 const TBPTT_CHUNK: usize = 64;
 
-/// Builds the predictor a recipe describes, with freshly initialised weights.
-pub fn build(recipe: &Recipe) -> Result<Box<dyn BytePredictor>> {
+/// Builds the predictor a recipe describes: fresh seeded weights, or the model file `weights`
+/// (which must be the one the recipe names). The recipe's positions must be in bytes.
+pub fn build(recipe: &Recipe, weights: Option<&Weights>) -> Result<Box<dyn BytePredictor>> {
     recipe.validate()?;
-    Ok(match &recipe.model {
-        ModelConfig::Mamba1(cfg) => {
-            let (net, params) = Mamba1::new_random(cfg.clone(), recipe.seed)?;
-            Box::new(Predictor::new(net, params, recipe))
-        }
-        ModelConfig::Rwkv7(cfg) => {
-            let (net, params) = Rwkv7::new_random(cfg.clone(), recipe.seed)?;
-            Box::new(Predictor::new(net, params, recipe))
+    let schedule = Schedule::new(&recipe.schedule)
+        .context("the recipe's positions in percent are not resolved to bytes")?;
+    Ok(match &recipe.base {
+        Base::Fresh { config, seed } => match config {
+            ModelConfig::Mamba1(cfg) => {
+                let (net, params) = Mamba1::new_random(cfg.clone(), *seed)?;
+                Box::new(Predictor::new(net, params, recipe, schedule, None)?)
+            }
+            ModelConfig::Rwkv7(cfg) => {
+                let (net, params) = Rwkv7::new_random(cfg.clone(), *seed)?;
+                Box::new(Predictor::new(net, params, recipe, schedule, None)?)
+            }
+        },
+        Base::File {
+            config,
+            sha256,
+            name,
+        } => {
+            let w = weights.ok_or_else(|| WeightsError::Missing {
+                sha256: *sha256,
+                name: name.clone(),
+            })?;
+            if w.sha256 != *sha256 {
+                return Err(WeightsError::Wrong {
+                    expected: *sha256,
+                    name: name.clone(),
+                    actual: w.sha256,
+                }
+                .into());
+            }
+            let file = w.file.native()?;
+            if file.config()? != *config {
+                bail!("the model file's sizes differ from the recipe's");
+            }
+            match config {
+                ModelConfig::Mamba1(_) => {
+                    let (net, params) = Mamba1::from_file(&file)?;
+                    Box::new(Predictor::new(net, params, recipe, schedule, Some(&file))?)
+                }
+                ModelConfig::Rwkv7(_) => {
+                    let (net, params) = Rwkv7::from_file(&file)?;
+                    Box::new(Predictor::new(net, params, recipe, schedule, Some(&file))?)
+                }
+            }
         }
     })
 }
 
-/// How the weights follow the data.
-enum Mode<N: Network> {
-    /// The weights never change.
+/// What the forward step of the byte being predicted prepared for learning it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Prepared {
+    /// Nothing: the byte is only predicted.
     Infer,
-    /// A one-step update after every byte, through the trace of the forward step that predicted
-    /// it (gradients stop at the state that step started from).
-    OneStep { trace: N::Trace },
-    /// Truncated BPTT over segments.
-    Tbptt(Box<Tbptt<N>>),
+    /// A one-step update through the step's trace.
+    OneStep,
+    /// The byte joins the pending TBPTT segment.
+    Segment,
+}
+
+/// The action in force and how far into its run the stream is.
+struct Run {
+    action: Action,
+    /// Bytes learned in this run (stride and segment positions count from its start).
+    phase: u64,
+    /// Position where the schedule's current piece ends.
+    end: u64,
 }
 
 /// A network with its training machinery.
@@ -63,39 +129,46 @@ pub struct Predictor<N: Network> {
     state: N::State,
     bias: Slot,
     bias_group: Group,
-    scope: Scope,
     optimizer: Optimizer,
+    recipe: Recipe,
+    schedule: Schedule,
+    run: Run,
+    /// Bytes of this input learned so far: the position of the next byte.
+    position: u64,
+    /// Bytes learned before this run (from the model file).
+    position_before: u64,
+    /// The byte to feed before the next prediction.
+    pending: Option<u8>,
+    /// What the last forward step prepared.
+    step: Prepared,
+    /// The token whose forward step produced `pdf`.
+    last_input: u8,
+    trace: Option<N::Trace>,
+    segment: Option<Box<Tbptt<N>>>,
     grads: Vec<f32>,
     grad_logits: Vec<f32>,
     probs: Vec<f32>,
     pdf: Vec<f64>,
-    /// The token whose forward step produced `pdf`.
-    last_input: u8,
-    mode: Mode<N>,
 }
 
 impl<N: Network> Predictor<N> {
-    /// Wraps a network and its parameters; adds the output bias to the parameters.
-    pub fn new(mut net: N, mut params: ParamSet, recipe: &Recipe) -> Self {
+    /// Wraps a network and its parameters (adding the output bias if they lack it), and
+    /// restores the resume data of `file` if given.
+    pub fn new(
+        mut net: N,
+        mut params: ParamSet,
+        recipe: &Recipe,
+        schedule: Schedule,
+        file: Option<&ModelFile>,
+    ) -> Result<Self> {
         let groups = net.groups();
         let bias_group = groups
             .iter()
             .position(|g| *g == "bias")
-            .expect("every model has a bias group") as Group;
+            .context("the model has no bias group")? as Group;
         let bias = match params.find(OUTPUT_BIAS) {
             Some(t) => t.slot,
             None => params.add(OUTPUT_BIAS, &[VOCAB], bias_group),
-        };
-        let t = &recipe.training;
-        let optimizer = Optimizer::new(t.optimizer, t.lr, t.clip, &params);
-        let mode = if t.optimizer == OptimizerKind::None || t.scope == Scope::NONE {
-            Mode::Infer
-        } else if t.bptt <= 1 {
-            Mode::OneStep {
-                trace: net.new_trace(),
-            }
-        } else {
-            Mode::Tbptt(Box::new(Tbptt::new(&net, t.bptt, TBPTT_CHUNK)))
         };
         net.refresh(&params);
         let mut p = Predictor {
@@ -105,48 +178,179 @@ impl<N: Network> Predictor<N> {
             params,
             bias,
             bias_group,
-            scope: t.scope,
-            optimizer,
+            optimizer: Optimizer::new(),
+            recipe: recipe.clone(),
+            schedule,
+            run: Run {
+                action: Action::Infer,
+                phase: 0,
+                end: 0,
+            },
+            position: 0,
+            position_before: 0,
+            pending: Some(0),
+            step: Prepared::Infer,
+            last_input: 0,
+            trace: None,
+            segment: None,
             grad_logits: vec![0.0; VOCAB],
             probs: vec![0.0; VOCAB],
             pdf: vec![0.0; VOCAB],
-            last_input: 0,
-            mode,
         };
-        p.forward(0);
-        p
+        if let Some(file) = file {
+            p.resume(file)
+                .context("cannot resume from the model file")?;
+        }
+        Ok(p)
     }
 
-    /// Runs the network on `token` (traced where the mode needs it) and sets the next pdf.
-    fn forward(&mut self, token: u8) {
-        let logits = match &mut self.mode {
-            Mode::Infer => self.net.forward(&self.params, &mut self.state, token, None),
-            Mode::OneStep { trace } => {
-                self.net
-                    .forward(&self.params, &mut self.state, token, Some(trace))
+    /// Restores the optimizer, the state and the run a model file saved, and replays the
+    /// pending segment (src/resume.rs).
+    fn resume(&mut self, file: &ModelFile) -> Result<()> {
+        let r = resume::read(
+            file,
+            self.recipe.kind(),
+            &self.params,
+            &self.net,
+            &mut self.state,
+        )?;
+        self.optimizer.restore(r.moments, r.adam_steps);
+        self.position_before = r.position;
+        let relearn = (r.replay.len() - 1) as u64;
+        let start = r
+            .phase
+            .checked_sub(relearn)
+            .context("replay longer than the run")?;
+        // The bytes to learn again are a segment that the saving run had not finished.
+        if relearn > 0 {
+            let ok = match &r.action {
+                Action::Train(t) => {
+                    t.bptt > 1 && start % t.stride as u64 == 0 && relearn < t.bptt as u64
+                }
+                Action::Infer => false,
+            };
+            if !ok {
+                bail!("the bytes to learn again are not a pending segment of the saved action");
             }
-            Mode::Tbptt(seg) => seg.forward(&mut self.net, &self.params, &mut self.state, token),
+        }
+        self.run = Run {
+            action: r.action,
+            phase: start,
+            end: 0,
+        };
+        self.pending = Some(r.replay[0]);
+        for &b in &r.replay[1..] {
+            self.forward_pending();
+            self.train(b);
+            self.pending = Some(b);
+        }
+        Ok(())
+    }
+
+    /// Moves to the schedule's piece at `pos` if the current one has ended; a different action
+    /// ends the run (training on its pending segment) and starts a new one.
+    fn enter(&mut self, pos: u64) {
+        if pos < self.run.end {
+            return;
+        }
+        let piece = self.schedule.piece_at(pos);
+        if *piece.action == self.run.action {
+            self.run.end = piece.end;
+            return;
+        }
+        let action = piece.action.clone();
+        let end = piece.end;
+        self.finish_segment();
+        self.run = Run {
+            action,
+            phase: 0,
+            end,
+        };
+    }
+
+    /// Trains on the pending TBPTT segment, complete or not, with the action in force.
+    fn finish_segment(&mut self) {
+        let Action::Train(spec) = &self.run.action else {
+            return;
+        };
+        if let Some(seg) = &mut self.segment
+            && seg.pending() > 0
+        {
+            let bias = spec.scope.has(self.bias_group).then_some(self.bias);
+            seg.update(
+                &mut self.net,
+                &mut self.params,
+                &mut self.state,
+                &mut self.grads,
+                &mut self.optimizer,
+                &hyper(spec),
+                spec.scope,
+                bias,
+            );
+        }
+    }
+
+    /// Feeds the pending byte (traced as the run needs) and sets the next distribution.
+    fn forward_pending(&mut self) {
+        let Some(token) = self.pending.take() else {
+            return;
+        };
+        self.step = match &self.run.action {
+            Action::Train(t) if t.trains(self.run.phase) => {
+                if t.bptt == 1 {
+                    Prepared::OneStep
+                } else {
+                    Prepared::Segment
+                }
+            }
+            _ => Prepared::Infer,
+        };
+        let logits = match self.step {
+            Prepared::Infer => self.net.forward(&self.params, &mut self.state, token, None),
+            Prepared::OneStep => {
+                let net = &mut self.net;
+                let trace = self.trace.get_or_insert_with(|| net.new_trace());
+                net.forward(&self.params, &mut self.state, token, Some(trace))
+            }
+            Prepared::Segment => {
+                let window = match &self.run.action {
+                    Action::Train(t) => t.bptt,
+                    Action::Infer => 1,
+                };
+                // A new window needs new buffers; the old segment was trained on when its run
+                // ended, so nothing is lost.
+                if self.segment.as_ref().is_some_and(|s| s.window() != window) {
+                    self.segment = None;
+                }
+                let net = &self.net;
+                let seg = self
+                    .segment
+                    .get_or_insert_with(|| Box::new(Tbptt::new(net, window, TBPTT_CHUNK)));
+                seg.forward(&mut self.net, &self.params, &mut self.state, token)
+            }
         };
         softmax_pdf(logits, self.bias.of(&self.params.data), &mut self.pdf);
         self.last_input = token;
     }
 
-    /// The output bias's slot when the scope trains it.
-    fn trained_bias(&self) -> Option<Slot> {
-        self.scope.has(self.bias_group).then_some(self.bias)
-    }
-}
-
-impl<N: Network> BytePredictor for Predictor<N> {
-    fn pdf(&self) -> &[f64] {
-        &self.pdf
-    }
-
-    fn learn(&mut self, byte: u8) {
-        let bias = self.trained_bias();
-        match &mut self.mode {
-            Mode::Infer => {}
-            Mode::OneStep { trace } => {
+    /// Learns `byte` as the last forward step prepared, and counts it in the run.
+    fn train(&mut self, byte: u8) {
+        let spec = match &self.run.action {
+            Action::Train(t) => *t,
+            Action::Infer => {
+                self.run.phase += 1;
+                return;
+            }
+        };
+        let bias = spec.scope.has(self.bias_group).then_some(self.bias);
+        match self.step {
+            Prepared::Infer => {}
+            Prepared::OneStep => {
+                // Set by the forward step that prepared this one.
+                let Some(trace) = &self.trace else {
+                    self.run.phase += 1;
+                    return;
+                };
                 for (q, &p) in self.probs.iter_mut().zip(&self.pdf) {
                     *q = p as f32;
                 }
@@ -158,30 +362,151 @@ impl<N: Network> BytePredictor for Predictor<N> {
                     &self.params,
                     trace,
                     &self.grad_logits,
-                    self.scope,
+                    spec.scope,
                     &mut self.grads,
                     None,
                 );
                 let mut touched: TouchedRows = [false; 256];
                 touched[self.last_input as usize] = true;
-                self.optimizer
-                    .step(&mut self.params, &mut self.grads, self.scope, &touched);
+                self.optimizer.step(
+                    &mut self.params,
+                    &mut self.grads,
+                    &hyper(&spec),
+                    spec.scope,
+                    &touched,
+                );
                 self.net.refresh(&self.params);
             }
-            Mode::Tbptt(seg) => {
-                if seg.record(byte, &self.pdf) {
+            Prepared::Segment => {
+                if let Some(seg) = &mut self.segment
+                    && seg.record(byte, &self.pdf)
+                {
                     seg.update(
                         &mut self.net,
                         &mut self.params,
                         &mut self.state,
                         &mut self.grads,
                         &mut self.optimizer,
-                        self.scope,
+                        &hyper(&spec),
+                        spec.scope,
                         bias,
                     );
                 }
             }
         }
-        self.forward(byte);
+        // Learned: the next forward step prepares afresh.
+        self.step = Prepared::Infer;
+        self.run.phase += 1;
+    }
+}
+
+fn hyper(spec: &TrainSpec) -> Hyper {
+    Hyper {
+        kind: spec.optimizer,
+        lr: spec.lr,
+        clip: spec.clip,
+    }
+}
+
+impl<N: Network> BytePredictor for Predictor<N> {
+    fn pdf(&mut self) -> &[f64] {
+        if self.pending.is_some() {
+            self.enter(self.position);
+            self.forward_pending();
+        }
+        &self.pdf
+    }
+
+    fn learn(&mut self, byte: u8) {
+        if self.pending.is_some() {
+            self.pdf();
+        }
+        self.train(byte);
+        self.position += 1;
+        self.pending = Some(byte);
+    }
+
+    fn save(&self) -> Result<Vec<u8>> {
+        let Some(next) = self.pending else {
+            bail!("a model is saved after a byte is learned, not between prediction and byte");
+        };
+        // A pending segment is saved as its start state and its bytes, to be replayed.
+        let (state, mut replay) = match self.segment.as_ref().and_then(|s| {
+            let (start, inputs) = s.start()?;
+            (s.pending() > 0).then_some((start, inputs.to_vec()))
+        }) {
+            Some((start, inputs)) => (start, inputs),
+            None => (&self.state, Vec::new()),
+        };
+        replay.push(next);
+        let moments = self.optimizer.moments();
+        resume::save(&resume::Saved {
+            kind: self.recipe.kind(),
+            recipe: &self.recipe,
+            params: &self.params,
+            moments,
+            adam_steps: self.optimizer.steps(),
+            position: self.position_before.saturating_add(self.position),
+            net: &self.net,
+            state,
+            action: &self.run.action,
+            phase: self.run.phase,
+            replay,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recipe::ModelKind;
+
+    fn tiny(rules: &str) -> Recipe {
+        Recipe::default_for(ModelKind::Mamba1)
+            .edit(&format!("cfg:hidden=16,layers=1 {rules}"), None)
+            .unwrap()
+    }
+
+    fn run(p: &mut dyn BytePredictor, text: &[u8]) -> Vec<u64> {
+        text.iter()
+            .map(|&b| {
+                let bits = p.pdf()[b as usize].to_bits();
+                p.learn(b);
+                bits
+            })
+            .collect()
+    }
+
+    const TEXT: &[u8] = b"the model learns each byte as it comes, and the coder spends few bits";
+
+    #[test]
+    fn equal_neighbouring_actions_are_one_run() {
+        let one = tiny("0..:train(bptt=4)");
+        let split = tiny("0..10:train(bptt=4) 10..:train(bptt=4)");
+        let a = run(build(&one, None).unwrap().as_mut(), TEXT);
+        let b = run(build(&split, None).unwrap().as_mut(), TEXT);
+        assert_eq!(a, b);
+        // A different action at 10 cuts the segment there: bytes 8 and 9 are trained on before
+        // byte 10 is predicted.
+        let cut = tiny("0..10:train(bptt=4) 10..:train(bptt=4,lr=0.0021)");
+        let c = run(build(&cut, None).unwrap().as_mut(), TEXT);
+        assert_eq!(a[..10], c[..10], "bytes before the cut are predicted alike");
+        assert_ne!(a[10], c[10]);
+    }
+
+    #[test]
+    fn infer_spans_do_not_move_the_weights() {
+        let all_infer = tiny("0..:infer");
+        let p = build(&all_infer, None).unwrap();
+        let mut q = build(&tiny("0..:infer"), None).unwrap();
+        run(q.as_mut(), TEXT);
+        // The same weights after the text: the saved tensors differ only in state and position.
+        let a = ModelFile::from_bytes(&p.save().unwrap()).unwrap();
+        let b = ModelFile::from_bytes(&q.save().unwrap()).unwrap();
+        for (name, t) in &a.tensors {
+            if !name.starts_with("lmzip.state.") {
+                assert_eq!(t, &b.tensors[name], "{name}");
+            }
+        }
     }
 }

@@ -272,15 +272,15 @@ fn every_model_knob_is_accepted_and_stored() {
     assert_ok(&info);
     let info = String::from_utf8_lossy(&info.stdout);
     for needle in [
-        "mamba1",
-        "hidden 16",
-        "layers 1",
-        "seed 3",
-        "optimizer adam",
-        "lr 0.01",
-        "scope embed+head",
-        "bptt 4",
-        "clip 0.5",
+        "mamba1 cfg:",
+        "hidden=16",
+        "layers=1",
+        "seed=3",
+        "opt=adam",
+        "lr=0.01",
+        "scope=embed+head",
+        "bptt=4",
+        "clip=0.5",
     ] {
         assert!(info.contains(needle), "'{needle}' not in:\n{info}");
     }
@@ -524,6 +524,10 @@ fn usage_errors_exit_2_and_touch_nothing() {
         &["compress", "-o", "x.lmz", "u", "w"],
         &["compress", "-o", "x.lmz", "-c", "u"],
         &["decompress", "--hidden", "16", "u.lmz"],
+        &["decompress", "--recipe", "0..:infer", "u.lmz"],
+        &["compress", "-3", "--level", "4", "u"],
+        &["compress", "--recipe", "0..:fly", "u"],
+        &["compress", "--save-weights", "m", "u", "w"],
         &["info"],
         &["frobnicate", "u"],
     ] {
@@ -605,8 +609,7 @@ fn info_describes_without_decoding() {
     for needle in [
         "format version:   1".to_string(),
         "numerics version: 1".to_string(),
-        "mamba1".to_string(),
-        "hidden 16".to_string(),
+        "recipe:           mamba1 cfg:hidden=16,".to_string(),
         format!("original size:    {} bytes", data.len()),
         format!("compressed size:  {} bytes", packed.len()),
         format!(
@@ -618,6 +621,212 @@ fn info_describes_without_decoding() {
     }
     fs::write(d.join("short.lmz"), &packed[..packed.len() - 2]).unwrap();
     assert_fails_with(&run(d, &["info", "short.lmz"], None), "truncated");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Recipes, levels and model files
+// ---------------------------------------------------------------------------------------------
+
+/// The `recipe:` line of `lmzip info`.
+fn info_recipe(dir: &Path, lmz: &str) -> String {
+    let out = run(dir, &["info", lmz], None);
+    assert_ok(&out);
+    let info = String::from_utf8_lossy(&out.stdout).into_owned();
+    info.lines()
+        .find_map(|l| l.trim().strip_prefix("recipe:"))
+        .unwrap_or_else(|| panic!("no recipe line in:\n{info}"))
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn levels_and_recipes_are_stored_and_decode_without_flags() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    let data = text();
+    fs::write(d.join("l"), &data).unwrap();
+    for (args, needles) in [
+        (
+            &["-1", "l"][..],
+            &["cfg:hidden=32,layers=1,", "lr=0.003"][..],
+        ),
+        (
+            &["-9", "--hidden", "16", "--layers", "1", "l"],
+            &["hidden=16", "bptt=32", "lr=0.001"],
+        ),
+        (
+            &[
+                "--level",
+                "2",
+                "--recipe",
+                "cfg:hidden=16 0..1K:train(bptt=4) 1K..:infer",
+                "l",
+            ],
+            &[
+                "hidden=16,layers=1,",
+                "0..1K:train(",
+                "bptt=4",
+                "1K..:infer",
+            ],
+        ),
+        (
+            &[
+                "--recipe",
+                "cfg:hidden=16,layers=1 0..50%:train() 50%..:infer",
+                "l",
+            ],
+            &["0..1620:train(", "1620..:infer"],
+        ),
+    ] {
+        let all: Vec<&str> = ["compress", "-f"].iter().chain(args).copied().collect();
+        assert_ok(&run(d, &all, None));
+        let recipe = info_recipe(d, "l.lmz");
+        for needle in needles {
+            assert!(
+                recipe.contains(needle),
+                "{args:?}: '{needle}' not in {recipe}"
+            );
+        }
+        let back = run(d, &["d", "-c", "l.lmz"], None);
+        assert_ok(&back);
+        assert_eq!(back.stdout, data, "{args:?}");
+    }
+}
+
+#[test]
+fn percent_positions_need_the_length_of_standard_input() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    let data = text();
+    let half = ["--recipe", "0..50%:train() 50%..:infer"];
+    let out = compress(d, &half, Some(&data));
+    assert_fails_with(&out, "--size");
+    assert!(out.stdout.is_empty());
+    let size = data.len().to_string();
+    let out = compress(d, &[&half[..], &["--size", &size]].concat(), Some(&data));
+    assert_ok(&out);
+    let back = run(d, &["d"], Some(&out.stdout));
+    assert_eq!(back.stdout, data);
+    // A wrong length is an error, and nothing is kept.
+    let out = compress(
+        d,
+        &[&half[..], &["--size", "10", "-o", "x.lmz"]].concat(),
+        Some(&data),
+    );
+    assert_fails_with(&out, "not the 10 announced");
+    assert_eq!(listing(d), Vec::<String>::new());
+}
+
+#[test]
+fn bad_recipes_are_usage_errors_that_point_at_the_problem() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    let out = compress(d, &["--recipe", "0..:train(lr=0.001,bppt=8)"], Some(b"x"));
+    assert_eq!(code(&out), 2);
+    let err = stderr(&out);
+    assert!(err.contains("train has no key 'bppt'"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "    0..:train(lr=0.001,bppt=8)\n    {}^^^^\n",
+            " ".repeat("0..:train(lr=0.001,".len())
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_saved_model_primes_and_decompression_needs_the_same_file() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    let (a, b) = (text(), text().repeat(2));
+    fs::write(d.join("a"), &a).unwrap();
+    fs::write(d.join("b"), &b).unwrap();
+    assert_ok(&compress(d, &["--save-weights", "a.st", "a"], None));
+    // Not overwritten without -f.
+    let out = compress(d, &["--save-weights", "a.st", "-c", "a"], None);
+    assert_fails_with(&out, "a.st already exists");
+    assert!(out.stdout.is_empty());
+    assert_ok(&compress(d, &["-f", "--save-weights", "a.st", "a"], None));
+    assert_ok(&run(
+        d,
+        &[
+            "compress",
+            "--weights",
+            "a.st",
+            "--save-weights",
+            "b.st",
+            "b",
+        ],
+        None,
+    ));
+    let sha = {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(fs::read(d.join("a.st")).unwrap());
+        digest
+            .iter()
+            .map(|x| format!("{x:02x}"))
+            .collect::<String>()
+    };
+    let out = run(d, &["info", "b.lmz"], None);
+    let info = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        info.contains(&format!("model file:       sha256 {sha} (a.st)")),
+        "{info}"
+    );
+    assert!(
+        info.contains(&format!("file:sha256={sha},name=a.st,hidden=16")),
+        "{info}"
+    );
+
+    fs::remove_file(d.join("b")).unwrap();
+    assert_fails_with(&run(d, &["d", "b.lmz"], None), &sha);
+    assert_fails_with(
+        &run(d, &["d", "--weights", "b.st", "b.lmz"], None),
+        "wrong model file",
+    );
+    assert_fails_with(&run(d, &["test", "b.lmz"], None), "--weights");
+    assert_eq!(listing(d), names(&["a", "a.lmz", "a.st", "b.lmz", "b.st"]));
+    assert_ok(&run(d, &["test", "--weights", "a.st", "b.lmz"], None));
+    assert_ok(&run(
+        d,
+        &["d", "--weights", "a.st", "--save-weights", "b2.st", "b.lmz"],
+        None,
+    ));
+    assert_eq!(fs::read(d.join("b")).unwrap(), b);
+    // The decoder ends with the encoder's model, byte for byte.
+    assert_eq!(
+        fs::read(d.join("b2.st")).unwrap(),
+        fs::read(d.join("b.st")).unwrap()
+    );
+    // A recipe may name the file instead; sizes come from the file.
+    assert_ok(&run(
+        d,
+        &[
+            "compress",
+            "-f",
+            "--recipe",
+            "file:a.st 0..:train(lr=0.001)",
+            "--verify",
+            "b",
+        ],
+        None,
+    ));
+    assert_eq!(
+        code(&run(
+            d,
+            &["compress", "-f", "--weights", "a.st", "--hidden", "8", "b"],
+            None
+        )),
+        2
+    );
+    assert_eq!(
+        code(&run(
+            d,
+            &["compress", "-f", "--weights", "missing.st", "b"],
+            None
+        )),
+        1
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -3,34 +3,30 @@
 //! values, long runs, random data, text), and golden hashes that pin the compressed bytes.
 
 use lmzip::codec::{compress_bytes, decompress_bytes};
-use lmzip::params::Scope;
-use lmzip::recipe::{ModelConfig, ModelKind, OptimizerKind, Recipe};
+use lmzip::recipe::{ModelKind, Recipe};
 
-/// A small network so that the whole matrix runs in seconds.
-fn tiny(kind: ModelKind, optimizer: OptimizerKind, bptt: usize) -> Recipe {
-    let mut r = Recipe::default_for(kind);
-    match kind {
-        ModelKind::Mamba1 => r.model.set_size(Some(16), Some(1)),
-        ModelKind::Rwkv7 => r.model.set_size(Some(64), Some(1)),
-    }
-    r.training.optimizer = optimizer;
-    r.training.bptt = bptt;
-    r.training.lr = if optimizer == OptimizerKind::Sgd {
-        0.05
-    } else {
-        0.003
+/// A small network so that the whole matrix runs in seconds, with the given schedule.
+fn tiny(kind: ModelKind, rules: &str) -> Recipe {
+    let size = match kind {
+        ModelKind::Mamba1 => "cfg:hidden=16,layers=1",
+        ModelKind::Rwkv7 => "cfg:hidden=64,layers=1",
     };
-    r
+    Recipe::default_for(kind)
+        .edit(&format!("{size} {rules}"), None)
+        .unwrap()
 }
 
 /// The training modes every model must round-trip.
 fn modes(kind: ModelKind) -> Vec<Recipe> {
-    vec![
-        tiny(kind, OptimizerKind::None, 1),
-        tiny(kind, OptimizerKind::Sgd, 1),
-        tiny(kind, OptimizerKind::Adam, 1),
-        tiny(kind, OptimizerKind::Adam, 8),
+    [
+        "0..:infer",
+        "0..:train(opt=sgd,lr=0.05,bptt=1)",
+        "0..:train(opt=adam,lr=0.003,bptt=1)",
+        "0..:train(opt=adam,lr=0.003,bptt=8)",
     ]
+    .iter()
+    .map(|rules| tiny(kind, rules))
+    .collect()
 }
 
 fn xorshift_bytes(n: usize, mut seed: u64) -> Vec<u8> {
@@ -91,11 +87,7 @@ fn inputs() -> Vec<(&'static str, Vec<u8>)> {
 fn assert_round_trip(recipe: &Recipe, name: &str, data: &[u8]) -> Vec<u8> {
     let packed = compress_bytes(recipe, data).unwrap_or_else(|e| panic!("{name}: {e:#}"));
     let back = decompress_bytes(&packed).unwrap_or_else(|e| panic!("{name}: {e:#}"));
-    assert!(
-        back == data,
-        "{name}: decoded bytes differ ({})",
-        recipe.to_json()
-    );
+    assert!(back == data, "{name}: decoded bytes differ ({recipe})");
     packed
 }
 
@@ -133,7 +125,7 @@ fn training_compresses_text_and_runs_better_than_no_training() {
 
 #[test]
 fn a_long_run_costs_almost_nothing() {
-    let recipe = tiny(ModelKind::Mamba1, OptimizerKind::Adam, 1);
+    let recipe = tiny(ModelKind::Mamba1, "0..:train(opt=adam,lr=0.003)");
     let packed = assert_round_trip(&recipe, "run", &vec![7u8; 20_000]);
     assert!(
         packed.len() < 600,
@@ -144,56 +136,55 @@ fn a_long_run_costs_almost_nothing() {
 
 #[test]
 fn scoped_training_round_trips() {
-    let mut recipe = tiny(ModelKind::Mamba1, OptimizerKind::Adam, 1);
-    recipe.training.scope = Scope::parse("head+bias", ModelKind::Mamba1.groups()).unwrap();
-    recipe.training.clip = 0.01;
+    let recipe = tiny(
+        ModelKind::Mamba1,
+        "0..:train(lr=0.003,scope=head+bias,clip=0.01)",
+    );
     assert_round_trip(&recipe, "head only", &text(3000));
-    recipe.training.scope = Scope::parse("embed+mixer_ssm", ModelKind::Mamba1.groups()).unwrap();
-    recipe.training.bptt = 5;
+    let recipe = tiny(
+        ModelKind::Mamba1,
+        "0..:train(lr=0.003,scope=embed+mixer_ssm,clip=0.01,bptt=5)",
+    );
     assert_round_trip(&recipe, "embed+ssm tbptt", &text(3000));
 }
 
 #[test]
 fn inputs_longer_than_a_frame_round_trip() {
     // Two frames and a bit, with a model that only predicts (fast).
-    let recipe = tiny(ModelKind::Mamba1, OptimizerKind::None, 1);
+    let recipe = tiny(ModelKind::Mamba1, "0..:infer");
     let data = xorshift_bytes(lmzip::format::FRAME_MAX * 2 + 1000, 99);
     assert_round_trip(&recipe, "three frames", &data);
 }
 
-/// Length and SHA-256 (first 16 hex digits) of the compressed bytes of a fixed input under fixed recipes. A change here
-/// means the encoder computes something else: update on purpose, with a numerics version bump
-/// if old files no longer decode (docs/determinism.md).
+/// Length and SHA-256 (first 16 hex digits) of the compressed bytes of a fixed input under
+/// fixed recipes. A change here means the encoder computes something else: update on purpose,
+/// with a numerics version bump if old files no longer decode (docs/determinism.md).
 #[test]
 fn golden_compressed_bytes() {
     let data = text(4000);
     // Both models in every mode, and two networks whose widths are not multiples of the SIMD
     // lane count (so every kernel's tail path is pinned too).
-    let mut odd_mamba = tiny(ModelKind::Mamba1, OptimizerKind::Adam, 8);
-    if let ModelConfig::Mamba1(c) = &mut odd_mamba.model {
-        (c.hidden, c.inner, c.state, c.conv, c.dt_rank) = (20, 44, 5, 3, 3);
-    }
-    let mut odd_rwkv = tiny(ModelKind::Rwkv7, OptimizerKind::Adam, 8);
-    if let ModelConfig::Rwkv7(c) = &mut odd_rwkv.model {
-        (c.intermediate, c.decay_rank, c.a_rank, c.v_rank, c.g_rank) = (100, 5, 6, 7, 9);
-        c.layers = 2;
-    }
+    let odd_mamba = Recipe::default_for(ModelKind::Mamba1)
+        .edit(
+            "cfg:hidden=20,layers=1,intermediate=44,state=5,conv=3,dt_rank=3 \
+             0..:train(opt=adam,lr=0.003,bptt=8)",
+            None,
+        )
+        .unwrap();
+    let odd_rwkv = Recipe::default_for(ModelKind::Rwkv7)
+        .edit(
+            "cfg:hidden=64,layers=2,intermediate=100,decay_rank=5,a_rank=6,v_rank=7,g_rank=9 \
+             0..:train(opt=adam,lr=0.003,bptt=8)",
+            None,
+        )
+        .unwrap();
     let got: Vec<(String, usize, String)> = modes(ModelKind::Mamba1)
         .iter()
         .chain(&modes(ModelKind::Rwkv7))
         .chain([&odd_mamba, &odd_rwkv])
         .map(|r| {
             let packed = compress_bytes(r, &data).unwrap();
-            (
-                format!(
-                    "{}/{}/bptt{}",
-                    r.kind().name(),
-                    r.training.optimizer.name(),
-                    r.training.bptt
-                ),
-                packed.len(),
-                sha256_prefix(&packed),
-            )
+            (golden_name(r), packed.len(), sha256_prefix(&packed))
         })
         .collect();
     let want: Vec<(String, usize, String)> = GOLDEN
@@ -206,6 +197,15 @@ fn golden_compressed_bytes() {
     );
 }
 
+/// `model/optimizer/bpttN` of a one-rule recipe (`none` for infer).
+fn golden_name(r: &Recipe) -> String {
+    let (opt, bptt) = match r.actions().next() {
+        Some(lmzip::recipe::Action::Train(t)) => (t.optimizer.name(), t.bptt),
+        _ => ("none", 1),
+    };
+    format!("{}/{opt}/bptt{bptt}", r.kind().name())
+}
+
 fn sha256_prefix(bytes: &[u8]) -> String {
     use sha2::{Digest, Sha256};
     Sha256::digest(bytes)[..8]
@@ -215,14 +215,70 @@ fn sha256_prefix(bytes: &[u8]) -> String {
 }
 
 const GOLDEN: &[(&str, usize, &str)] = &[
-    ("mamba1/none/bptt1", 4224, "4d10a6b86bbbd48e"),
-    ("mamba1/sgd/bptt1", 1758, "63cb342ab61b075d"),
-    ("mamba1/adam/bptt1", 1012, "e6766ef3ec100179"),
-    ("mamba1/adam/bptt8", 1268, "535b23d680213f8a"),
-    ("rwkv7/none/bptt1", 4243, "002a7b36d57e0f2f"),
-    ("rwkv7/sgd/bptt1", 1557, "d9c40faf4af79542"),
-    ("rwkv7/adam/bptt1", 963, "e889d54aaaabe412"),
-    ("rwkv7/adam/bptt8", 947, "773c6875cc9cb123"),
-    ("mamba1/adam/bptt8", 1131, "05fdbc540e8f2fbd"), // hidden 20, inner 44, state 5, conv 3, Δ-rank 3
-    ("rwkv7/adam/bptt8", 911, "b8b2cf50b164b983"),   // 2 blocks, FFN 100, ranks 5/6/7/9
+    ("mamba1/none/bptt1", 4132, "6d988e334c090c3f"),
+    ("mamba1/sgd/bptt1", 1718, "ec2fe200d6a217f2"),
+    ("mamba1/adam/bptt1", 972, "f95b057df3a0b69f"),
+    ("mamba1/adam/bptt8", 1228, "f576da11312b65be"),
+    ("rwkv7/none/bptt1", 4142, "e95a32140c19dac3"),
+    ("rwkv7/sgd/bptt1", 1508, "55d52d8b55cff6e9"),
+    ("rwkv7/adam/bptt1", 914, "1d5ea4b4559264f9"),
+    ("rwkv7/adam/bptt8", 898, "7cda1998dd316597"),
+    ("mamba1/adam/bptt8", 1091, "8c8b45496dab5f47"), // hidden 20, inner 44, state 5, conv 3, Δ-rank 3
+    ("rwkv7/adam/bptt8", 862, "ca17b3d772fef0e2"),   // 2 blocks, FFN 100, ranks 5/6/7/9
 ];
+
+/// A schedule that switches between inference, one-step and TBPTT training (with a segment cut
+/// short at a boundary, a stride with gaps, and a repeat) in one stream.
+const SWITCHING: &str = "0..700:train(opt=adam,lr=0.003,bptt=8) 700..1300:infer \
+    1300..2500:repeat(300:train(opt=sgd,lr=0.05),200:infer) \
+    2500..:train(opt=adam,lr=0.003,bptt=3,stride=5)";
+
+#[test]
+fn schedules_switching_between_infer_and_train_round_trip() {
+    for kind in [ModelKind::Mamba1, ModelKind::Rwkv7] {
+        let recipe = tiny(kind, SWITCHING);
+        for (name, data) in [("text", text(4000)), ("short", text(650))] {
+            assert_round_trip(&recipe, name, &data);
+        }
+    }
+}
+
+#[test]
+fn percent_schedules_round_trip_once_resolved() {
+    let recipe = tiny(ModelKind::Mamba1, "0..33.3%:train(lr=0.003) 33.3%..:infer");
+    let data = text(3000);
+    assert!(
+        compress_bytes(&recipe, &data).is_err(),
+        "unresolved percent"
+    );
+    let resolved = recipe.resolve(Some(data.len() as u64)).unwrap();
+    assert_eq!(
+        resolved.to_text().split(' ').nth(2),
+        Some("0..999:train(scope=all,opt=adam,lr=0.003,stride=1,bptt=1,clip=0)")
+    );
+    assert_round_trip(&resolved, "percent", &data);
+}
+
+/// The switching schedule pinned like the single-rule ones.
+#[test]
+fn golden_switching_schedule() {
+    let data = text(4000);
+    let got: Vec<(usize, String)> = [ModelKind::Mamba1, ModelKind::Rwkv7]
+        .iter()
+        .map(|&kind| {
+            let packed = compress_bytes(&tiny(kind, SWITCHING), &data).unwrap();
+            (packed.len(), sha256_prefix(&packed))
+        })
+        .collect();
+    let want: Vec<(usize, String)> = GOLDEN_SWITCHING
+        .iter()
+        .map(|&(l, c)| (l, c.to_string()))
+        .collect();
+    assert_eq!(
+        got, want,
+        "compressed bytes changed; see golden_compressed_bytes"
+    );
+}
+
+const GOLDEN_SWITCHING: &[(usize, &str)] =
+    &[(1969, "e94ae9d8c7263dc4"), (1575, "e349219596835d64")];

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::recipe::{ModelKind, OptimizerKind};
+use crate::recipe::ModelKind;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -63,8 +63,19 @@ pub struct CompressArgs {
     #[arg(long)]
     pub verify: bool,
 
+    /// Length of standard input in bytes, for recipes with positions in percent (the input
+    /// must have exactly this length)
+    #[arg(long, value_name = "BYTES")]
+    pub size: Option<u64>,
+
+    #[command(flatten)]
+    pub level: LevelArgs,
+
     #[command(flatten)]
     pub model: ModelArgs,
+
+    #[command(flatten)]
+    pub weights: WeightsArgs,
 }
 
 #[derive(Debug, Args)]
@@ -75,6 +86,9 @@ pub struct DecompressArgs {
 
     #[command(flatten)]
     pub output: OutputArgs,
+
+    #[command(flatten)]
+    pub weights: WeightsArgs,
 }
 
 #[derive(Debug, Args)]
@@ -82,6 +96,10 @@ pub struct TestArgs {
     /// Files to check; none, or -, means standard input
     #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
+
+    /// The model file the streams start from, if they do (the header names its SHA-256)
+    #[arg(long, value_name = "FILE")]
+    pub weights: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -115,14 +133,73 @@ pub struct OutputArgs {
     pub keep: bool,
 }
 
-/// The knobs of the recipe. Unset ones take the model's defaults. They are stored in the
+/// Model files: the one a run starts from, and the one it ends with.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Model files")]
+pub struct WeightsArgs {
+    /// Start from this model file (safetensors: lmzip's layouts or the official Mamba one).
+    /// The compressed file records its SHA-256; decompression needs the same file
+    #[arg(long, value_name = "FILE")]
+    pub weights: Option<PathBuf>,
+
+    /// After the run, save the model it ended with (weights, optimizer state and position, so
+    /// that a later run can resume exactly); one input only
+    #[arg(long, value_name = "FILE")]
+    pub save_weights: Option<PathBuf>,
+}
+
+/// The compression level: a recipe from the table in src/levels.rs.
+#[derive(Debug, Args)]
+#[group(multiple = false)]
+#[command(next_help_heading = "Model (stored in the file; decompression needs no flags)")]
+pub struct LevelArgs {
+    /// Compression level, 1 (fastest) to 9 (best ratio); also -1 ... -9 [default: 5]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=9))]
+    pub level: Option<u8>,
+    #[arg(short = '1', hide = true)]
+    pub l1: bool,
+    #[arg(short = '2', hide = true)]
+    pub l2: bool,
+    #[arg(short = '3', hide = true)]
+    pub l3: bool,
+    #[arg(short = '4', hide = true)]
+    pub l4: bool,
+    #[arg(short = '5', hide = true)]
+    pub l5: bool,
+    #[arg(short = '6', hide = true)]
+    pub l6: bool,
+    #[arg(short = '7', hide = true)]
+    pub l7: bool,
+    #[arg(short = '8', hide = true)]
+    pub l8: bool,
+    #[arg(short = '9', hide = true)]
+    pub l9: bool,
+}
+
+impl LevelArgs {
+    /// The level given, by `--level N` or `-N`.
+    pub fn level(&self) -> Option<u8> {
+        let flags = [
+            self.l1, self.l2, self.l3, self.l4, self.l5, self.l6, self.l7, self.l8, self.l9,
+        ];
+        self.level
+            .or_else(|| flags.iter().position(|&f| f).map(|i| i as u8 + 1))
+    }
+}
+
+/// The recipe and its knobs. Unset ones take the level's values. They are stored in the
 /// compressed file, so decompression needs none of them.
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Model (stored in the file; decompression needs no flags)")]
 pub struct ModelArgs {
-    /// Network: mamba1 or rwkv7 [default: mamba1]
+    /// Network: mamba1 or rwkv7 [default: mamba1, or the model file's]
     #[arg(long, value_name = "KIND", value_parser = parse_model)]
     pub model: Option<ModelKind>,
+
+    /// Recipe text: base and schedule, e.g. 'cfg:hidden=64 0..50%:train(lr=0.001) 50%..:infer'
+    /// (docs/recipes.md); what it leaves out comes from the level
+    #[arg(long, value_name = "TEXT")]
+    pub recipe: Option<String>,
 
     /// Hidden width
     #[arg(long, value_name = "N")]
@@ -136,9 +213,9 @@ pub struct ModelArgs {
     #[arg(long, value_name = "X")]
     pub lr: Option<f32>,
 
-    /// How the weights learn: none, sgd or adam
-    #[arg(long, value_name = "KIND", value_parser = parse_optimizer)]
-    pub optimizer: Option<OptimizerKind>,
+    /// How the weights learn: none (only predict), sgd or adam
+    #[arg(long, value_name = "KIND", value_parser = ["none", "sgd", "adam"])]
+    pub optimizer: Option<String>,
 
     /// Trained parameter groups, joined with + (e.g. embed+head), or all
     #[arg(long, value_name = "GROUPS")]
@@ -157,14 +234,10 @@ pub struct ModelArgs {
     pub clip: Option<f32>,
 }
 
-// The recipe owns the names of models and optimizers; the parsers only adapt its errors.
+// The recipe owns the names of models; the parser only adapts its errors.
 
 fn parse_model(text: &str) -> Result<ModelKind, String> {
     ModelKind::parse(text).map_err(|e| e.to_string())
-}
-
-fn parse_optimizer(text: &str) -> Result<OptimizerKind, String> {
-    OptimizerKind::parse(text).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -15,24 +15,103 @@ use super::settings::{
     Input, Job, OutputChoice, OutputSettings, Settings, Verbosity, compressed_name,
     decompressed_name,
 };
+use super::{FAILURE_STATUS, USAGE_STATUS};
 use crate::codec;
 use crate::format;
-use crate::recipe::Recipe;
+use crate::modelfile::Weights;
+use crate::recipe::{Base, Recipe, hex};
+
+/// What every input of a run shares: the model file it starts from and, for compression, the
+/// recipe.
+pub struct Shared {
+    weights: Option<Weights>,
+    recipe: Option<Recipe>,
+}
+
+impl Shared {
+    /// Loads the model file and builds the recipe; on error, the exit status and the cause.
+    pub fn prepare(settings: &Settings) -> Result<Self, (u8, anyhow::Error)> {
+        let weights = settings
+            .weights
+            .as_deref()
+            .map(Weights::open)
+            .transpose()
+            .map_err(|e| (FAILURE_STATUS, e))?;
+        let recipe = match &settings.job {
+            Job::Compress { plan, .. } => Some(
+                plan.build(weights.as_ref())
+                    .map_err(|e| (USAGE_STATUS, e))?,
+            ),
+            _ => None,
+        };
+        Ok(Shared { weights, recipe })
+    }
+
+    fn options(&self, save_model: bool) -> codec::Options<'_> {
+        codec::Options {
+            weights: self.weights.as_ref(),
+            save_model,
+            expected_len: None,
+        }
+    }
+}
 
 /// Runs the job on one input.
-pub fn run_one(settings: &Settings, input: &Input) -> Result<()> {
+pub fn run_one(settings: &Settings, shared: &Shared, input: &Input) -> Result<()> {
     let label = input.label();
     let v = settings.verbosity;
     match &settings.job {
         Job::Compress {
-            recipe,
             verify,
             output,
-        } => compress_one(recipe, *verify, output, input, &label, v),
-        Job::Decompress { output } => decompress_one(output, input, &label, v),
-        Job::Test => test_one(input, &label, v),
+            save_weights,
+            size,
+            ..
+        } => {
+            let Some(recipe) = &shared.recipe else {
+                bail!("no recipe");
+            };
+            let job = CompressJob {
+                recipe,
+                shared,
+                verify: *verify,
+                out: output,
+                save_weights: save_weights.as_deref(),
+                size: *size,
+            };
+            job.run(input, &label, v)
+        }
+        Job::Decompress {
+            output,
+            save_weights,
+        } => decompress_one(shared, output, save_weights.as_deref(), input, &label, v),
+        Job::Test => test_one(shared, input, &label, v),
         Job::Info => info_one(input),
     }
+}
+
+/// Refuses to replace an existing model file unless forced (checked before the long run).
+fn check_model_target(path: Option<&Path>, force: bool) -> Result<()> {
+    if let Some(path) = path
+        && !force
+        && path.exists()
+    {
+        bail!("{} already exists (use -f to overwrite)", path.display());
+    }
+    Ok(())
+}
+
+/// Writes the model a run ended with, as outputs are written: under a temporary name that a
+/// signal removes, renamed when complete, never over an existing file unless forced.
+fn save_model(path: Option<&Path>, summary: &codec::Summary, force: bool) -> Result<()> {
+    if let (Some(path), Some(bytes)) = (path, &summary.model) {
+        let staged = StagedFile::create(path, None)?;
+        let mut file = staged.file();
+        file.write_all(bytes)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        staged.commit(None, force)?;
+    }
+    Ok(())
 }
 
 /// Where one result goes.
@@ -62,76 +141,104 @@ impl Target {
     }
 }
 
-fn compress_one(
-    recipe: &Recipe,
+/// One compression: the recipe, the shared model file, and what to do with the results.
+struct CompressJob<'a> {
+    recipe: &'a Recipe,
+    shared: &'a Shared,
     verify: bool,
-    out: &OutputSettings,
-    input: &Input,
-    label: &str,
-    verbosity: Verbosity,
-) -> Result<()> {
-    if let Input::File(path) = input
-        && path.extension().is_some_and(|e| e == "lmz")
-        && !out.force
-    {
-        bail!("already has the .lmz suffix (use -f to compress it again)");
-    }
-    let target = Target::choose(&out.choice, input, |p| Ok(compressed_name(p)))?;
-    if matches!(target, Target::Stdout) && io::stdout().is_terminal() && !out.force {
-        bail!("refusing to write compressed data to a terminal (use -f to force, or -o FILE)");
-    }
-    let mut source = Source::open(input)?;
-    if let Target::File(path) = &target {
-        check_target(&source, path, out.force)?;
-    }
-    let mut meter = Meter::new(verbosity, label, source.len());
-    let source_meta = source.metadata().cloned();
-    let mut reader = DigestReader::new(&mut source.reader);
+    out: &'a OutputSettings,
+    save_weights: Option<&'a Path>,
+    size: Option<u64>,
+}
 
-    let (summary_of, took) = match &target {
-        Target::File(path) => {
-            let staged = StagedFile::create(path, source_meta.as_ref())?;
-            let s = codec::compress(recipe, &mut reader, staged.file(), &mut |p| meter.update(p))?;
-            let took = meter.finish();
-            super::signals::check()?;
-            if verify {
-                verify_compressed(staged.file(), &reader.digest, label, verbosity)?;
+impl CompressJob<'_> {
+    fn run(&self, input: &Input, label: &str, verbosity: Verbosity) -> Result<()> {
+        let out = self.out;
+        if let Input::File(path) = input
+            && path.extension().is_some_and(|e| e == "lmz")
+            && !out.force
+        {
+            bail!("already has the .lmz suffix (use -f to compress it again)");
+        }
+        let target = Target::choose(&out.choice, input, |p| Ok(compressed_name(p)))?;
+        if matches!(target, Target::Stdout) && io::stdout().is_terminal() && !out.force {
+            bail!("refusing to write compressed data to a terminal (use -f to force, or -o FILE)");
+        }
+        check_model_target(self.save_weights, out.force)?;
+        let mut source = Source::open(input)?;
+        if let Target::File(path) = &target {
+            check_target(&source, path, out.force)?;
+        }
+        // Percent positions become bytes of this input.
+        let length = self.size.or(source.len());
+        let recipe = self.recipe.resolve(length)?;
+        let mut options = self.shared.options(self.save_weights.is_some());
+        options.expected_len = self.size;
+        let mut meter = Meter::new(verbosity, label, length);
+        let source_meta = source.metadata().cloned();
+        let mut reader = DigestReader::new(&mut source.reader);
+
+        let (summary_of, took) = match &target {
+            Target::File(path) => {
+                let staged = StagedFile::create(path, source_meta.as_ref())?;
+                let s = codec::compress(&recipe, &options, &mut reader, staged.file(), &mut |p| {
+                    meter.update(p)
+                })?;
+                let took = meter.finish();
+                super::signals::check()?;
+                if self.verify {
+                    verify_compressed(
+                        self.shared,
+                        staged.file(),
+                        &reader.digest,
+                        label,
+                        verbosity,
+                    )?;
+                }
+                staged.commit(source_meta.as_ref(), out.force)?;
+                save_model(self.save_weights, &s, out.force)?;
+                if out.remove_source {
+                    source.remove()?;
+                }
+                (s, took)
             }
-            staged.commit(source_meta.as_ref(), out.force)?;
-            if out.remove_source {
-                source.remove()?;
+            Target::Stdout if self.verify => {
+                // Hold the stream back until it has proved itself: spool, decode, then copy out.
+                let mut spool = tempfile::tempfile().context("cannot create a temporary file")?;
+                let s = codec::compress(&recipe, &options, &mut reader, &spool, &mut |p| {
+                    meter.update(p)
+                })?;
+                let took = meter.finish();
+                verify_compressed(self.shared, &spool, &reader.digest, label, verbosity)?;
+                spool
+                    .seek(SeekFrom::Start(0))
+                    .context("cannot read back the output")?;
+                let mut stdout = io::stdout().lock();
+                io::copy(&mut spool, &mut stdout).context("cannot write output")?;
+                stdout.flush().context("cannot write output")?;
+                save_model(self.save_weights, &s, out.force)?;
+                (s, took)
             }
-            (s, took)
+            Target::Stdout => {
+                let mut stdout = io::stdout().lock();
+                let s = codec::compress(&recipe, &options, &mut reader, &mut stdout, &mut |p| {
+                    meter.update(p)
+                })?;
+                save_model(self.save_weights, &s, out.force)?;
+                (s, meter.finish())
+            }
+        };
+        if verbosity == Verbosity::Verbose {
+            let (raw, lmz) = (summary_of.raw_bytes, summary_of.lmz_bytes);
+            summary(label, raw, lmz, (lmz, raw), took, &target.label());
         }
-        Target::Stdout if verify => {
-            // Hold the stream back until it has proved itself: spool, decode, then copy out.
-            let mut spool = tempfile::tempfile().context("cannot create a temporary file")?;
-            let s = codec::compress(recipe, &mut reader, &spool, &mut |p| meter.update(p))?;
-            let took = meter.finish();
-            verify_compressed(&spool, &reader.digest, label, verbosity)?;
-            spool
-                .seek(SeekFrom::Start(0))
-                .context("cannot read back the output")?;
-            let mut stdout = io::stdout().lock();
-            io::copy(&mut spool, &mut stdout).context("cannot write output")?;
-            stdout.flush().context("cannot write output")?;
-            (s, took)
-        }
-        Target::Stdout => {
-            let mut stdout = io::stdout().lock();
-            let s = codec::compress(recipe, &mut reader, &mut stdout, &mut |p| meter.update(p))?;
-            (s, meter.finish())
-        }
-    };
-    if verbosity == Verbosity::Verbose {
-        let (raw, lmz) = (summary_of.raw_bytes, summary_of.lmz_bytes);
-        summary(label, raw, lmz, (lmz, raw), took, &target.label());
+        Ok(())
     }
-    Ok(())
 }
 
 /// Decodes a freshly written `.lmz` file and checks that it gives back exactly what was read.
 fn verify_compressed(
+    shared: &Shared,
     lmz: &File,
     expected: &Digest,
     label: &str,
@@ -142,8 +249,11 @@ fn verify_compressed(
         .context("cannot read back the output")?;
     let mut meter = Meter::new(verbosity, &format!("{label} (verify)"), Some(expected.len));
     let mut decoded = DigestWriter::default();
-    codec::decompress(BufReader::new(lmz), &mut decoded, &mut |p| meter.update(p))
-        .context("verification failed: the output does not decode")?;
+    let options = shared.options(false);
+    codec::decompress(&options, BufReader::new(lmz), &mut decoded, &mut |p| {
+        meter.update(p)
+    })
+    .context("verification failed: the output does not decode")?;
     ensure!(
         decoded.digest.finish() == expected.finish(),
         "verification failed: the output decodes to different bytes"
@@ -152,13 +262,17 @@ fn verify_compressed(
 }
 
 fn decompress_one(
+    shared: &Shared,
     out: &OutputSettings,
+    save_weights: Option<&Path>,
     input: &Input,
     label: &str,
     verbosity: Verbosity,
 ) -> Result<()> {
     let target = Target::choose(&out.choice, input, decompressed_name)?;
     refuse_terminal_input(input, out.force)?;
+    check_model_target(save_weights, out.force)?;
+    let options = shared.options(save_weights.is_some());
     let mut source = Source::open(input)?;
     if let Target::File(path) = &target {
         check_target(&source, path, out.force)?;
@@ -167,10 +281,13 @@ fn decompress_one(
     let (summary_of, took) = match &target {
         Target::File(path) => {
             let staged = StagedFile::create(path, source.metadata())?;
-            let s = codec::decompress(&mut source.reader, staged.file(), &mut |p| meter.update(p))?;
+            let s = codec::decompress(&options, &mut source.reader, staged.file(), &mut |p| {
+                meter.update(p)
+            })?;
             let took = meter.finish();
             super::signals::check()?;
             staged.commit(source.metadata(), out.force)?;
+            save_model(save_weights, &s, out.force)?;
             if out.remove_source {
                 source.remove()?;
             }
@@ -178,7 +295,10 @@ fn decompress_one(
         }
         Target::Stdout => {
             let mut stdout = io::stdout().lock();
-            let s = codec::decompress(&mut source.reader, &mut stdout, &mut |p| meter.update(p))?;
+            let s = codec::decompress(&options, &mut source.reader, &mut stdout, &mut |p| {
+                meter.update(p)
+            })?;
+            save_model(save_weights, &s, out.force)?;
             (s, meter.finish())
         }
     };
@@ -209,11 +329,14 @@ fn refuse_terminal_input(input: &Input, force: bool) -> Result<()> {
     Ok(())
 }
 
-fn test_one(input: &Input, label: &str, verbosity: Verbosity) -> Result<()> {
+fn test_one(shared: &Shared, input: &Input, label: &str, verbosity: Verbosity) -> Result<()> {
     refuse_terminal_input(input, false)?;
     let mut source = Source::open(input)?;
     let mut meter = Meter::new(verbosity, label, decoded_len(input, &source));
-    let s = codec::decompress(&mut source.reader, io::sink(), &mut |p| meter.update(p))?;
+    let options = shared.options(false);
+    let s = codec::decompress(&options, &mut source.reader, io::sink(), &mut |p| {
+        meter.update(p)
+    })?;
     let took = meter.finish();
     match verbosity {
         Verbosity::Quiet => {}
@@ -256,12 +379,13 @@ fn info_one(input: &Input) -> Result<()> {
             format::NUMERICS_VERSION
         )
     };
+    let (recipe, model_file) = describe_recipe(&layout.header);
     let text = format!(
         "{name}\n\
          \x20 format version:   {format}\n\
          \x20 numerics version: {numerics}\n\
          \x20 recipe:           {recipe}\n\
-         \x20 recipe (stored):  {json}\n\
+         {model_file}\
          \x20 original size:    {raw} bytes\n\
          \x20 compressed size:  {lmz} bytes\n\
          \x20 bits per byte:    {bpb:.3}\n\
@@ -269,8 +393,6 @@ fn info_one(input: &Input) -> Result<()> {
          \x20 CRC32:            {crc:08x}\n",
         name = path.display(),
         format = format::FORMAT_VERSION,
-        recipe = describe_recipe(&layout.header.recipe),
-        json = layout.header.recipe,
         raw = layout.raw_len,
         lmz = layout.stream_len,
         bpb = bits_per_byte(layout.stream_len, layout.raw_len),
@@ -285,34 +407,26 @@ fn info_one(input: &Input) -> Result<()> {
     Ok(())
 }
 
-/// The recipe in words: `mamba1 (conv 4, hidden 16, ...), seed 0, adam lr 0.002 ...`. A recipe
-/// this build cannot read (a newer model, say) is described as such; its JSON is shown anyway.
-fn describe_recipe(json: &str) -> String {
-    let recipe = match Recipe::from_json(json) {
-        Ok(r) => r,
-        Err(e) => return format!("not readable by this build ({e:#})"),
-    };
-    // The sizes come from the stored JSON, so every model's own fields show without a list here.
-    let sizes = serde_json::from_str::<serde_json::Value>(json)
-        .ok()
-        .and_then(|v| v["config"].as_object().cloned())
-        .map(|config| {
-            let parts: Vec<String> = config.iter().map(|(k, v)| format!("{k} {v}")).collect();
-            parts.join(", ")
-        })
-        .unwrap_or_default();
-    let kind = recipe.kind();
-    let t = &recipe.training;
-    format!(
-        "{} ({sizes}), seed {}, optimizer {}, lr {}, scope {}, bptt {}, clip {}",
-        kind.name(),
-        recipe.seed,
-        t.optimizer.name(),
-        t.lr,
-        t.scope.to_text(kind.groups()),
-        t.bptt,
-        t.clip,
-    )
+/// The stored recipe text, and a `model file:` line when the stream starts from one. A recipe
+/// this build cannot read (a newer model, say) is shown as stored, with the reason.
+fn describe_recipe(header: &format::Header) -> (String, String) {
+    match codec::read_recipe(header) {
+        Ok(recipe) => {
+            let model_file = match &recipe.base {
+                Base::File { sha256, name, .. } => format!(
+                    "\x20 model file:       sha256 {}{}\n",
+                    hex(sha256),
+                    name.as_ref().map_or(String::new(), |n| format!(" ({n})"))
+                ),
+                Base::Fresh { .. } => String::new(),
+            };
+            (recipe.to_text(), model_file)
+        }
+        Err(e) => (
+            format!("{} (not readable by this build: {e})", header.recipe),
+            String::new(),
+        ),
+    }
 }
 
 /// Length and two independent hashes of a byte stream: what `--verify` compares. (The codec's

@@ -31,6 +31,8 @@ use progress::say;
 
 /// Exit status of usage errors (clap's own as well).
 const USAGE_STATUS: u8 = 2;
+/// Exit status of a failure (of an input, or of the model file every input needs).
+const FAILURE_STATUS: u8 = 1;
 /// Exit status after a broken pipe: 128 + SIGPIPE, what a shell reports for a process the
 /// signal would have killed (Rust ignores SIGPIPE, so the write fails instead).
 const BROKEN_PIPE_STATUS: u8 = 141;
@@ -58,12 +60,19 @@ where
             return ExitCode::from(USAGE_STATUS);
         }
     };
+    let shared = match jobs::Shared::prepare(&settings) {
+        Ok(shared) => shared,
+        Err((status, e)) => {
+            say(format_args!("lmzip: {e:#}"));
+            return ExitCode::from(status);
+        }
+    };
     if let Err(e) = signals::install()
         && settings.verbosity == Verbosity::Verbose
     {
         say(format_args!("lmzip: warning: cannot handle signals: {e}"));
     }
-    ExitCode::from(run_all(&settings))
+    ExitCode::from(run_all(&settings, &shared))
 }
 
 /// What an error means for the run as a whole.
@@ -91,10 +100,10 @@ fn classify(err: &anyhow::Error) -> Failure {
 }
 
 /// Runs the job on every input and returns the exit status.
-fn run_all(settings: &Settings) -> u8 {
+fn run_all(settings: &Settings, shared: &jobs::Shared) -> u8 {
     let mut status = 0;
     for input in &settings.inputs {
-        let Err(err) = jobs::run_one(settings, input) else {
+        let Err(err) = jobs::run_one(settings, shared, input) else {
             continue;
         };
         match classify(&err) {

@@ -7,10 +7,12 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 
 use super::args::{Cli, Command, ModelArgs, OutputArgs};
+use crate::levels;
+use crate::modelfile::Weights;
 use crate::params::Scope;
-use crate::recipe::{ModelKind, Recipe};
+use crate::recipe::{Action, Base, ModelKind, OptimizerKind, Recipe, text};
 
-/// The model used when `--model` is not given.
+/// The model used when neither `--model`, the recipe nor a model file names one.
 pub const DEFAULT_MODEL: ModelKind = ModelKind::Mamba1;
 
 /// How much to say on stderr.
@@ -69,12 +71,17 @@ pub struct OutputSettings {
 #[derive(Clone, Debug)]
 pub enum Job {
     Compress {
-        recipe: Box<Recipe>,
+        plan: Box<RecipePlan>,
         verify: bool,
         output: OutputSettings,
+        /// Where to save the model the run ends with.
+        save_weights: Option<PathBuf>,
+        /// The announced length of the input.
+        size: Option<u64>,
     },
     Decompress {
         output: OutputSettings,
+        save_weights: Option<PathBuf>,
     },
     Test,
     Info,
@@ -86,6 +93,176 @@ pub struct Settings {
     pub job: Job,
     pub inputs: Vec<Input>,
     pub verbosity: Verbosity,
+    /// The model file the run starts from (`--weights`, or `file:PATH` in the recipe).
+    pub weights: Option<PathBuf>,
+}
+
+/// How the recipe of a compression is made: the level's recipe, edited by `--recipe`, then by
+/// the knobs. Building it may need the model file (its sizes and model kind), so it waits for
+/// the file to be loaded.
+#[derive(Clone, Debug)]
+pub struct RecipePlan {
+    kind: Option<ModelKind>,
+    level: u8,
+    text: Option<String>,
+    knobs: Knobs,
+}
+
+/// The recipe knobs of the command line.
+#[derive(Clone, Debug, Default)]
+struct Knobs {
+    hidden: Option<usize>,
+    layers: Option<usize>,
+    seed: Option<u64>,
+    optimizer: Option<String>,
+    lr: Option<f32>,
+    scope: Option<String>,
+    bptt: Option<usize>,
+    clip: Option<f32>,
+}
+
+impl RecipePlan {
+    fn from_args(m: &ModelArgs, level: Option<u8>) -> Self {
+        RecipePlan {
+            kind: m.model,
+            level: level.unwrap_or(levels::DEFAULT_LEVEL),
+            text: m.recipe.clone(),
+            knobs: Knobs {
+                hidden: m.hidden,
+                layers: m.layers,
+                seed: m.seed,
+                optimizer: m.optimizer.clone(),
+                lr: m.lr,
+                scope: m.scope.clone(),
+                bptt: m.bptt,
+                clip: m.clip,
+            },
+        }
+    }
+
+    /// The `file:PATH` of the recipe text, if it has one.
+    fn file_in_text(&self) -> Option<PathBuf> {
+        self.text
+            .as_deref()
+            .and_then(text::file_path)
+            .map(PathBuf::from)
+    }
+
+    /// Builds and validates the recipe; `weights` is the loaded model file when the run starts
+    /// from one.
+    pub fn build(&self, weights: Option<&Weights>) -> Result<Recipe> {
+        let file_base = weights
+            .map(|w| w.base())
+            .transpose()
+            .context("cannot use the model file")?;
+        let from_file = file_base.as_ref().map(|b| b.config().kind());
+        let from_text = self.text.as_deref().and_then(text::declared_kind);
+        let mut kind = None;
+        for (source, k) in [
+            ("--model", self.kind),
+            ("the recipe", from_text),
+            ("the model file", from_file),
+        ] {
+            match (kind, k) {
+                (Some((first, k0)), Some(k1)) if k0 != k1 => bail!(
+                    "{first} names {}, but {source} {}",
+                    ModelKind::name(k0),
+                    if source == "the model file" {
+                        format!("holds {}", k1.name())
+                    } else {
+                        format!("names {}", k1.name())
+                    }
+                ),
+                (None, Some(k1)) => kind = Some((source, k1)),
+                _ => {}
+            }
+        }
+        let kind = kind.map_or(DEFAULT_MODEL, |(_, k)| k);
+        let template = levels::recipe(kind, self.level);
+        let mut recipe = match (&self.text, file_base) {
+            (Some(text), file) => template
+                .edit(text, file.as_ref())
+                .map_err(anyhow::Error::new)
+                .context("--recipe")?,
+            (None, Some(file)) => Recipe {
+                base: file,
+                ..template
+            },
+            (None, None) => template,
+        };
+        self.knobs.apply(&mut recipe)?;
+        recipe.validate().context("invalid model settings")?;
+        Ok(recipe)
+    }
+}
+
+impl Knobs {
+    /// Applies the knobs: sizes and seed to a fresh base, training settings to every train
+    /// rule (`--optimizer none` turns them into infer).
+    fn apply(&self, recipe: &mut Recipe) -> Result<()> {
+        let kind = recipe.kind();
+        if self.hidden.is_some() || self.layers.is_some() || self.seed.is_some() {
+            let Base::Fresh { config, seed } = &mut recipe.base else {
+                bail!(
+                    "--hidden, --layers and --seed set up a fresh model; a model file has its \
+                     own sizes and weights"
+                );
+            };
+            config.set_size(self.hidden, self.layers);
+            if let Some(s) = self.seed {
+                *seed = s;
+            }
+        }
+        let optimizer = match self.optimizer.as_deref() {
+            Some("none") => {
+                for action in recipe.actions_mut() {
+                    *action = Action::Infer;
+                }
+                None
+            }
+            Some(name) => Some(OptimizerKind::parse(name)?),
+            None => None,
+        };
+        let scope = match &self.scope {
+            Some(text) => Some(Scope::parse(text, kind.groups()).context("--scope")?),
+            None => None,
+        };
+        let trains = recipe.actions().any(|a| matches!(a, Action::Train(_)));
+        for (flag, given) in [
+            ("--lr", self.lr.is_some()),
+            ("--scope", scope.is_some()),
+            ("--bptt", self.bptt.is_some()),
+            ("--clip", self.clip.is_some()),
+        ] {
+            if given && !trains {
+                bail!("{flag} sets how the model trains, but the schedule has no train rule");
+            }
+        }
+        for t in recipe.train_specs_mut() {
+            if let Some(o) = optimizer {
+                t.optimizer = o;
+            }
+            if let Some(lr) = self.lr {
+                t.lr = lr;
+            }
+            if let Some(s) = scope {
+                t.scope = s;
+            }
+            if let Some(w) = self.bptt {
+                // Contiguous segments stay contiguous; a stride with gaps keeps its gaps.
+                t.stride = if t.stride == t.bptt {
+                    w
+                } else {
+                    t.stride.max(w)
+                };
+                t.bptt = w;
+            }
+            if let Some(c) = self.clip {
+                t.clip = c;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Settings {
@@ -96,27 +273,46 @@ impl Settings {
             (false, true) => Verbosity::Verbose,
             (false, false) => Verbosity::Normal,
         };
-        let (job, files) = match cli.command {
+        let (job, files, weights) = match cli.command {
             Command::Compress(a) => {
-                let recipe = recipe_from(&a.model)?;
+                let plan = RecipePlan::from_args(&a.model, a.level.level());
+                let weights = match (&a.weights.weights, plan.file_in_text()) {
+                    (Some(_), Some(_)) => {
+                        bail!("the model file is given twice (--weights and file: in --recipe)")
+                    }
+                    (w, t) => w.clone().or(t),
+                };
+                if weights.is_none() {
+                    // Everything can be checked now.
+                    plan.build(None)?;
+                }
                 let output = output_from(&a.output, a.files.len())?;
+                one_input_for(&a.weights.save_weights, "--save-weights", a.files.len())?;
+                one_input_for(&a.size, "--size", a.files.len())?;
                 let job = Job::Compress {
-                    recipe: Box::new(recipe),
+                    plan: Box::new(plan),
                     verify: a.verify,
                     output,
+                    save_weights: a.weights.save_weights,
+                    size: a.size,
                 };
-                (job, a.files)
+                (job, a.files, weights)
             }
             Command::Decompress(a) => {
                 let output = output_from(&a.output, a.files.len())?;
-                (Job::Decompress { output }, a.files)
+                one_input_for(&a.weights.save_weights, "--save-weights", a.files.len())?;
+                let job = Job::Decompress {
+                    output,
+                    save_weights: a.weights.save_weights,
+                };
+                (job, a.files, a.weights.weights)
             }
-            Command::Test(a) => (Job::Test, a.files),
+            Command::Test(a) => (Job::Test, a.files, a.weights),
             Command::Info(a) => {
                 if a.files.iter().any(|f| f.as_os_str() == "-") {
                     bail!("info reads files, not standard input (it seeks over the coded data)");
                 }
-                (Job::Info, a.files)
+                (Job::Info, a.files, None)
             }
         };
         let inputs = if files.is_empty() {
@@ -131,8 +327,17 @@ impl Settings {
             job,
             inputs,
             verbosity,
+            weights,
         })
     }
+}
+
+/// Refuses an option that describes one input when several are given.
+fn one_input_for<T>(option: &Option<T>, name: &str, n_files: usize) -> Result<()> {
+    if option.is_some() && n_files > 1 {
+        bail!("{name} takes a single input, but {n_files} were given");
+    }
+    Ok(())
 }
 
 fn output_from(args: &OutputArgs, n_files: usize) -> Result<OutputSettings> {
@@ -158,34 +363,6 @@ fn output_from(args: &OutputArgs, n_files: usize) -> Result<OutputSettings> {
         // clap keeps only the last of --rm and --keep, so `rm` is set only if it came last.
         remove_source: args.rm && !args.keep,
     })
-}
-
-/// The recipe: the model kind's defaults with the given knobs applied, validated.
-pub fn recipe_from(m: &ModelArgs) -> Result<Recipe> {
-    let kind = m.model.unwrap_or(DEFAULT_MODEL);
-    let mut recipe = Recipe::default_for(kind);
-    recipe.model.set_size(m.hidden, m.layers);
-    if let Some(seed) = m.seed {
-        recipe.seed = seed;
-    }
-    let t = &mut recipe.training;
-    if let Some(optimizer) = m.optimizer {
-        t.optimizer = optimizer;
-    }
-    if let Some(lr) = m.lr {
-        t.lr = lr;
-    }
-    if let Some(scope) = &m.scope {
-        t.scope = Scope::parse(scope, kind.groups()).context("--scope")?;
-    }
-    if let Some(bptt) = m.bptt {
-        t.bptt = bptt;
-    }
-    if let Some(clip) = m.clip {
-        t.clip = clip;
-    }
-    recipe.validate().context("invalid model settings")?;
-    Ok(recipe)
 }
 
 /// The output name of compressing `path`: `FILE.lmz`.
@@ -217,20 +394,75 @@ mod tests {
         Settings::from_cli(cli)
     }
 
+    fn recipe(args: &[&str]) -> Result<Recipe> {
+        match settings(args)?.job {
+            Job::Compress { plan, .. } => plan.build(None),
+            _ => panic!("not compress"),
+        }
+    }
+
     #[test]
     fn unset_knobs_take_the_defaults_and_set_ones_apply() {
         let s = settings(&[
             "compress", "--hidden", "16", "--layers", "1", "--lr", "0.01",
         ])
         .unwrap();
-        let Job::Compress { recipe, .. } = s.job else {
-            panic!("not compress")
-        };
-        let mut expected = Recipe::default_for(DEFAULT_MODEL);
-        expected.model.set_size(Some(16), Some(1));
-        expected.training.lr = 0.01;
-        assert_eq!(*recipe, expected);
         assert_eq!(s.inputs, vec![Input::Stdin]);
+        let r = recipe(&[
+            "compress", "--hidden", "16", "--layers", "1", "--lr", "0.01",
+        ])
+        .unwrap();
+        let expected = Recipe::default_for(DEFAULT_MODEL)
+            .edit("cfg:hidden=16,layers=1 0..:train(lr=0.01)", None)
+            .unwrap();
+        assert_eq!(r, expected);
+    }
+
+    #[test]
+    fn levels_recipes_and_knobs_combine() {
+        for (args, want) in [
+            (&["compress", "-1"][..], levels::recipe(DEFAULT_MODEL, 1)),
+            (
+                &["compress", "--level", "9"],
+                levels::recipe(DEFAULT_MODEL, 9),
+            ),
+            (
+                &["compress", "--model", "rwkv7", "-3"],
+                levels::recipe(ModelKind::Rwkv7, 3),
+            ),
+            (
+                &["compress", "-2", "--recipe", "0..50%:train() 50%..:infer"],
+                levels::recipe(DEFAULT_MODEL, 2)
+                    .edit("0..50%:train() 50%..:infer", None)
+                    .unwrap(),
+            ),
+            (
+                &["compress", "--recipe", "rwkv7 cfg:layers=1", "--lr", "0.01"],
+                levels::recipe(ModelKind::Rwkv7, levels::DEFAULT_LEVEL)
+                    .edit("cfg:layers=1 0..:train(lr=0.01)", None)
+                    .unwrap(),
+            ),
+            (
+                &["compress", "--optimizer", "none"],
+                Recipe::default_for(DEFAULT_MODEL)
+                    .edit("0..:infer", None)
+                    .unwrap(),
+            ),
+            (
+                &[
+                    "compress",
+                    "--recipe",
+                    "0..:train(bptt=4,stride=8)",
+                    "--bptt",
+                    "2",
+                ],
+                Recipe::default_for(DEFAULT_MODEL)
+                    .edit("0..:train(bptt=2,stride=8)", None)
+                    .unwrap(),
+            ),
+        ] {
+            assert_eq!(recipe(args).unwrap(), want, "{args:?}");
+        }
     }
 
     #[test]
@@ -244,6 +476,14 @@ mod tests {
             &["decompress", "-o", "", "a"],
             &["compress", "-", "-"],
             &["info", "-"],
+            &["compress", "-1", "-2"],
+            &["compress", "--level", "10"],
+            &["compress", "--recipe", "cfg:hiden=3"],
+            &["compress", "--model", "rwkv7", "--recipe", "mamba1"],
+            &["compress", "--recipe", "0..:infer", "--lr", "0.1"],
+            &["compress", "--weights", "w", "--recipe", "file:v"],
+            &["compress", "--save-weights", "w", "a", "b"],
+            &["compress", "--size", "9", "a", "b"],
         ] {
             assert!(settings(args).is_err(), "{args:?}");
         }
@@ -252,7 +492,7 @@ mod tests {
     #[test]
     fn rm_and_keep_follow_the_last_one_given() {
         let rm = |args: &[&str]| match settings(args).unwrap().job {
-            Job::Decompress { output } => output.remove_source,
+            Job::Decompress { output, .. } => output.remove_source,
             _ => unreachable!(),
         };
         assert!(rm(&["d", "--rm", "a.lmz"]));

@@ -15,7 +15,7 @@
 use anyhow::Result;
 
 use crate::kernels::{self, math};
-use crate::model::{Network, VOCAB};
+use crate::model::{Network, StateTensor, VOCAB};
 use crate::modelfile::{ModelFile, fill_params};
 use crate::params::{Group, InitRng, ParamSet, Scope, Slot};
 use crate::predictor::OUTPUT_BIAS;
@@ -596,6 +596,42 @@ impl Network for Mamba1 {
         }
     }
 
+    fn state_tensors<'s>(&self, state: &'s State) -> Vec<StateTensor<&'s [f32]>> {
+        let (i, s, k) = (self.cfg.inner, self.cfg.state, self.cfg.conv);
+        let mut out = Vec::new();
+        for (l, ls) in state.layers.iter().enumerate() {
+            out.push(StateTensor {
+                name: format!("layers.{l}.conv"),
+                shape: vec![i, k - 1],
+                data: ls.conv.as_slice(),
+            });
+            out.push(StateTensor {
+                name: format!("layers.{l}.ssm"),
+                shape: vec![i, s],
+                data: ls.ssm.as_slice(),
+            });
+        }
+        out
+    }
+
+    fn state_tensors_mut<'s>(&self, state: &'s mut State) -> Vec<StateTensor<&'s mut [f32]>> {
+        let (i, s, k) = (self.cfg.inner, self.cfg.state, self.cfg.conv);
+        let mut out = Vec::new();
+        for (l, ls) in state.layers.iter_mut().enumerate() {
+            out.push(StateTensor {
+                name: format!("layers.{l}.conv"),
+                shape: vec![i, k - 1],
+                data: ls.conv.as_mut_slice(),
+            });
+            out.push(StateTensor {
+                name: format!("layers.{l}.ssm"),
+                shape: vec![i, s],
+                data: ls.ssm.as_mut_slice(),
+            });
+        }
+        out
+    }
+
     fn refresh(&mut self, params: &ParamSet) {
         for (a, l) in self.a.iter_mut().zip(&self.slots.layers) {
             kernels::exp_into(params.get(l.a_log), a);
@@ -978,14 +1014,18 @@ mod tests {
     #[test]
     fn one_sgd_tbptt_step_lowers_the_segment_loss() {
         use crate::recipe::OptimizerKind;
-        use crate::train::optim::Optimizer;
+        use crate::train::optim::{Hyper, Optimizer};
         let (mut net, mut params) = busy_net();
         let start = net.new_state();
         let steps = [(0u8, 1u8), (1, 2), (2, 3), (3, 4)];
         let before = gradcheck::segment_loss(&mut net, &params, &start, &steps);
         let mut grads = gradcheck::segment_grads(&mut net, &params, &start, &steps);
-        let mut opt = Optimizer::new(OptimizerKind::Sgd, 0.05, 0.0, &params);
-        opt.step(&mut params, &mut grads, Scope::ALL, &[true; 256]);
+        let sgd = Hyper {
+            kind: OptimizerKind::Sgd,
+            lr: 0.05,
+            clip: 0.0,
+        };
+        Optimizer::new().step(&mut params, &mut grads, &sgd, Scope::ALL, &[true; 256]);
         net.refresh(&params);
         let after = gradcheck::segment_loss(&mut net, &params, &start, &steps);
         assert!(after < before, "loss went from {before} to {after}");

@@ -70,4 +70,16 @@ pub trait Network {
 
     /// Recomputes caches derived from the parameters after they changed.
     fn refresh(&mut self, params: &ParamSet);
+
+    /// The recurrent state as named tensors (name, shape, values), for model files that resume
+    /// a stream. [`Network::state_tensors_mut`] gives the same tensors in the same order.
+    fn state_tensors<'s>(&self, state: &'s Self::State) -> Vec<StateTensor<&'s [f32]>>;
+    fn state_tensors_mut<'s>(&self, state: &'s mut Self::State) -> Vec<StateTensor<&'s mut [f32]>>;
+}
+
+/// One tensor of a recurrent state.
+pub struct StateTensor<D> {
+    pub name: String,
+    pub shape: Vec<usize>,
+    pub data: D,
 }

@@ -23,7 +23,7 @@
 use anyhow::{Result, bail};
 
 use crate::kernels::{self, math};
-use crate::model::{Network, VOCAB};
+use crate::model::{Network, StateTensor, VOCAB};
 use crate::modelfile::{ModelFile, fill_params};
 use crate::params::{Group, InitRng, ParamSet, Scope, Slot};
 use crate::predictor::OUTPUT_BIAS;
@@ -955,6 +955,52 @@ impl Network for Rwkv7 {
 
     /// RWKV-7 reads every weight as it is stored: no cache depends on the parameters.
     fn refresh(&mut self, _params: &ParamSet) {}
+
+    fn state_tensors<'s>(&self, state: &'s State) -> Vec<StateTensor<&'s [f32]>> {
+        let (c, h) = (self.cfg.hidden, self.cfg.heads());
+        let mut out = Vec::new();
+        for (l, ls) in state.layers.iter().enumerate() {
+            out.push(StateTensor {
+                name: format!("layers.{l}.att_prev"),
+                shape: vec![c],
+                data: ls.att_prev.as_slice(),
+            });
+            out.push(StateTensor {
+                name: format!("layers.{l}.wkv"),
+                shape: vec![h, N, N],
+                data: ls.wkv.as_slice(),
+            });
+            out.push(StateTensor {
+                name: format!("layers.{l}.ffn_prev"),
+                shape: vec![c],
+                data: ls.ffn_prev.as_slice(),
+            });
+        }
+        out
+    }
+
+    fn state_tensors_mut<'s>(&self, state: &'s mut State) -> Vec<StateTensor<&'s mut [f32]>> {
+        let (c, h) = (self.cfg.hidden, self.cfg.heads());
+        let mut out = Vec::new();
+        for (l, ls) in state.layers.iter_mut().enumerate() {
+            out.push(StateTensor {
+                name: format!("layers.{l}.att_prev"),
+                shape: vec![c],
+                data: ls.att_prev.as_mut_slice(),
+            });
+            out.push(StateTensor {
+                name: format!("layers.{l}.wkv"),
+                shape: vec![h, N, N],
+                data: ls.wkv.as_mut_slice(),
+            });
+            out.push(StateTensor {
+                name: format!("layers.{l}.ffn_prev"),
+                shape: vec![c],
+                data: ls.ffn_prev.as_mut_slice(),
+            });
+        }
+        out
+    }
 
     fn forward(
         &mut self,

@@ -20,12 +20,22 @@ const EPS: f32 = 1e-8;
 /// Which rows of the sparse (embedding) tensors the gradient touches: one flag per byte value.
 pub type TouchedRows = [bool; 256];
 
-/// The optimizer and its state (Adam's moments and step count).
+/// The settings of one step, from the training rule in force.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Hyper {
+    pub kind: OptimizerKind,
+    pub lr: f32,
+    /// Element-wise gradient clip; 0 means none.
+    pub clip: f32,
+}
+
+/// The optimizer's state, kept across rules: Adam's moments and step count. Each step takes
+/// its settings ([`Hyper`]) from the rule in force, so a schedule may switch learning rate or
+/// optimizer without losing the moments.
+#[derive(Clone, Debug, Default)]
 pub struct Optimizer {
-    kind: OptimizerKind,
-    lr: f32,
-    clip: f32,
-    /// Adam's first and second moments, laid out like the parameters (empty for SGD).
+    /// Adam's first and second moments, laid out like the parameters; empty until the first
+    /// Adam step.
     m: Vec<f32>,
     v: Vec<f32>,
     /// Adam steps taken, and β1^t, β2^t kept as running f64 products (no `powi`, whose
@@ -36,30 +46,39 @@ pub struct Optimizer {
 }
 
 impl Optimizer {
-    pub fn new(kind: OptimizerKind, lr: f32, clip: f32, params: &ParamSet) -> Self {
-        let moments = if kind == OptimizerKind::Adam {
-            params.zeros_like()
-        } else {
-            Vec::new()
-        };
+    pub fn new() -> Self {
         Self {
-            kind,
-            lr,
-            clip,
-            v: moments.clone(),
-            m: moments,
-            steps: 0,
             beta1_pow: 1.0,
             beta2_pow: 1.0,
+            ..Self::default()
         }
     }
 
-    pub fn kind(&self) -> OptimizerKind {
-        self.kind
-    }
-
+    /// Adam steps taken.
     pub fn steps(&self) -> u64 {
         self.steps
+    }
+
+    /// Adam's moments `(m, v)`, once an Adam step has been taken (or restored).
+    pub fn moments(&self) -> Option<(&[f32], &[f32])> {
+        (!self.m.is_empty()).then_some((&self.m, &self.v))
+    }
+
+    /// Restores a saved state: the moments (laid out like the parameters) and the step count.
+    /// β1^t and β2^t are recomputed by the same running products the steps took, so they are
+    /// bit-identical. The products reach 0 within a million steps and stay there, which bounds
+    /// the loop whatever count a file claims.
+    pub fn restore(&mut self, moments: Option<(Vec<f32>, Vec<f32>)>, steps: u64) {
+        (self.m, self.v) = moments.unwrap_or_default();
+        self.steps = steps;
+        self.beta1_pow = 1.0;
+        self.beta2_pow = 1.0;
+        let mut t = 0;
+        while t < steps && (self.beta1_pow != 0.0 || self.beta2_pow != 0.0) {
+            self.beta1_pow *= BETA1 as f64;
+            self.beta2_pow *= BETA2 as f64;
+            t += 1;
+        }
     }
 
     /// Applies `grads` to the tensors in `scope` and leaves `grads` zeroed (backward writes
@@ -71,20 +90,21 @@ impl Optimizer {
         &mut self,
         params: &mut ParamSet,
         grads: &mut [f32],
+        hyper: &Hyper,
         scope: Scope,
         touched: &TouchedRows,
     ) {
-        if self.kind == OptimizerKind::None {
-            grads.fill(0.0);
-            return;
-        }
         let mut adam = None;
-        if self.kind == OptimizerKind::Adam {
+        if hyper.kind == OptimizerKind::Adam {
+            if self.m.len() != params.len() {
+                self.m = params.zeros_like();
+                self.v = params.zeros_like();
+            }
             self.steps += 1;
             self.beta1_pow *= BETA1 as f64;
             self.beta2_pow *= BETA2 as f64;
             adam = Some(AdamStep {
-                lr: self.lr,
+                lr: hyper.lr,
                 inv_bc1: (1.0 / (1.0 - self.beta1_pow)) as f32,
                 inv_bc2: (1.0 / (1.0 - self.beta2_pow)) as f32,
             });
@@ -96,9 +116,9 @@ impl Optimizer {
             }
             for range in row_ranges(t, touched) {
                 let (p, g) = (&mut params.data[range.clone()], &mut grads[range.clone()]);
-                clip_in_place(g, self.clip);
+                clip_in_place(g, hyper.clip);
                 match &adam {
-                    None => sgd(p, g, self.lr),
+                    None => sgd(p, g, hyper.lr),
                     Some(step) => step.apply(p, g, &mut self.m[range.clone()], &mut self.v[range]),
                 }
             }
@@ -219,14 +239,19 @@ mod tests {
     #[test]
     fn sgd_moves_scoped_tensors_and_touched_rows_only() {
         let (mut p, mut g) = setup();
-        let mut opt = Optimizer::new(OptimizerKind::Sgd, 0.1, 0.0, &p);
+        let mut opt = Optimizer::new();
+        let sgd = Hyper {
+            kind: OptimizerKind::Sgd,
+            lr: 0.1,
+            clip: 0.0,
+        };
         let mut touched = [false; 256];
         touched[2] = true;
         // As from backward: only the touched row of the sparse tensor has a gradient.
         for (i, x) in g.iter_mut().enumerate().take(8) {
             *x = if i / 2 == 2 { 0.5 } else { 0.0 };
         }
-        opt.step(&mut p, &mut g, Scope::ALL, &touched);
+        opt.step(&mut p, &mut g, &sgd, Scope::ALL, &touched);
         assert_eq!(
             p.data,
             vec![1.0, 1.0, 1.0, 1.0, 1.05, 1.05, 1.0, 1.0, 1.05, 1.05, 1.05]
@@ -234,7 +259,7 @@ mod tests {
         assert!(g.iter().all(|&x| x == 0.0));
         let mut g = vec![0.0; p.len()];
         g[4] = 0.5;
-        opt.step(&mut p, &mut g, Scope::NONE.with(0), &touched);
+        opt.step(&mut p, &mut g, &sgd, Scope::NONE.with(0), &touched);
         assert!((p.data[4] - 1.1).abs() < 1e-6);
         assert_eq!(p.data[8..], [1.05, 1.05, 1.05]);
     }
@@ -245,14 +270,48 @@ mod tests {
         let mut g: Vec<f32> = (0..p.len())
             .map(|i| if i % 2 == 0 { 0.3 } else { -2.0 })
             .collect();
-        let mut opt = Optimizer::new(OptimizerKind::Adam, 0.01, 0.0, &p);
-        opt.step(&mut p, &mut g, Scope::ALL, &[true; 256]);
+        let mut opt = Optimizer::new();
+        let adam = Hyper {
+            kind: OptimizerKind::Adam,
+            lr: 0.01,
+            clip: 0.0,
+        };
+        opt.step(&mut p, &mut g, &adam, Scope::ALL, &[true; 256]);
         // With bias correction, the first step is lr · g/|g| (up to ε).
         for (i, x) in p.data.iter().enumerate() {
             let want = if i % 2 == 0 { 1.01 } else { 0.99 };
             assert!((x - want).abs() < 1e-6, "{i}: {x}");
         }
         assert_eq!(opt.steps(), 1);
+    }
+
+    #[test]
+    fn restored_state_steps_bit_identically() {
+        let (mut p, _) = setup();
+        let adam = Hyper {
+            kind: OptimizerKind::Adam,
+            lr: 0.01,
+            clip: 0.0,
+        };
+        let grad = |i: usize, t: usize| ((i * 7 + t * 3) % 5) as f32 - 2.0;
+        let mut opt = Optimizer::new();
+        for t in 0..3 {
+            let mut g: Vec<f32> = (0..p.len()).map(|i| grad(i, t)).collect();
+            opt.step(&mut p, &mut g, &adam, Scope::ALL, &[true; 256]);
+        }
+        let mut resumed = Optimizer::new();
+        let (m, v) = opt.moments().unwrap();
+        resumed.restore(Some((m.to_vec(), v.to_vec())), opt.steps());
+        let mut q = p.clone();
+        let mut g: Vec<f32> = (0..p.len()).map(|i| grad(i, 3)).collect();
+        let mut h = g.clone();
+        opt.step(&mut p, &mut g, &adam, Scope::ALL, &[true; 256]);
+        resumed.step(&mut q, &mut h, &adam, Scope::ALL, &[true; 256]);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&p.data), bits(&q.data));
+        // A hostile step count ends the recomputation early.
+        resumed.restore(None, u64::MAX);
+        assert_eq!(resumed.steps(), u64::MAX);
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //!    the state checkpoint taken when the live pass entered it, with the same weights, so its
 //!    traces are bit-identical to the live pass's;
 //! 2. backpropagate through each byte, last to first, carrying the state gradient across bytes
-//!    and chunks, each byte's loss weighted `1/window` (the segment's mean);
+//!    and chunks, each byte's loss weighted `1/n` for the segment's `n` bytes (its mean; `n` is
+//!    the window unless a schedule boundary cut the segment short);
 //! 3. take one optimizer step;
 //! 4. rebuild the live state by running the segment's inputs again from its start state with
 //!    the updated weights, and start the next segment there.
@@ -19,7 +20,7 @@
 use crate::model::{Network, VOCAB};
 use crate::params::{ParamSet, Scope, Slot};
 use crate::train::logit_gradient;
-use crate::train::optim::{Optimizer, TouchedRows};
+use crate::train::optim::{Hyper, Optimizer, TouchedRows};
 
 /// The segment being collected and the buffers to train on it.
 pub struct Tbptt<N: Network> {
@@ -76,6 +77,24 @@ impl<N: Network> Tbptt<N> {
         )
     }
 
+    /// The segment's length when complete.
+    pub fn window(&self) -> usize {
+        self.window
+    }
+
+    /// Bytes recorded in the pending segment.
+    pub fn pending(&self) -> usize {
+        self.targets.len()
+    }
+
+    /// The state the pending segment started from, and the tokens fed so far (one more than
+    /// the bytes recorded while a forward step waits for its byte).
+    pub fn start(&self) -> Option<(&N::State, &[u8])> {
+        self.checkpoints
+            .first()
+            .map(|s| (s, self.inputs.as_slice()))
+    }
+
     /// Records the byte that came after the last [`Tbptt::forward`] and the probabilities it
     /// was coded with; returns true when the segment is complete.
     pub fn record(&mut self, target: u8, pdf: &[f64]) -> bool {
@@ -84,8 +103,10 @@ impl<N: Network> Tbptt<N> {
         self.targets.len() == self.window
     }
 
-    /// Trains on the complete segment (steps 1–4 above) and leaves in `state` the rebuilt live
-    /// state. `bias` is the output bias's slot when it is trained.
+    /// Trains on the recorded segment (steps 1–4 above) and leaves in `state` the rebuilt live
+    /// state. Called when the segment is complete, or earlier when a schedule boundary ends it
+    /// (then it is shorter). Every fed token must have its byte recorded. `bias` is the output
+    /// bias's slot when it is trained.
     #[allow(clippy::too_many_arguments)]
     pub fn update(
         &mut self,
@@ -94,10 +115,15 @@ impl<N: Network> Tbptt<N> {
         state: &mut N::State,
         grads: &mut [f32],
         optimizer: &mut Optimizer,
+        hyper: &Hyper,
         scope: Scope,
         bias: Option<Slot>,
     ) {
         let n = self.targets.len();
+        debug_assert_eq!(n, self.inputs.len(), "every fed token has its byte");
+        if n == 0 {
+            return;
+        }
         let scale = 1.0 / n as f32;
         net.clear_carry(&mut self.carry);
         let chunks = n.div_ceil(self.chunk);
@@ -134,7 +160,7 @@ impl<N: Network> Tbptt<N> {
         for &t in &self.inputs {
             touched[t as usize] = true;
         }
-        optimizer.step(params, grads, scope, &touched);
+        optimizer.step(params, grads, hyper, scope, &touched);
         net.refresh(params);
 
         *state = self.checkpoints.swap_remove(0);
@@ -177,7 +203,12 @@ mod tests {
         let mut seg = Tbptt::new(&net, window, chunk);
         let mut state = net.new_state();
         let mut grads = params.zeros_like();
-        let mut opt = Optimizer::new(OptimizerKind::Sgd, 1.0, 0.0, &params);
+        let mut opt = Optimizer::new();
+        let sgd = Hyper {
+            kind: OptimizerKind::Sgd,
+            lr: 1.0,
+            clip: 0.0,
+        };
         let zero_bias = vec![0.0f32; VOCAB];
         let mut pdf = vec![0.0f64; VOCAB];
         for j in 0..window {
@@ -192,6 +223,7 @@ mod tests {
             &mut state,
             &mut grads,
             &mut opt,
+            &sgd,
             Scope::ALL,
             None,
         );

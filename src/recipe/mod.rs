@@ -1,0 +1,630 @@
+//! The recipe: everything the decoder must know to repeat the encoder's computation — which
+//! network and where its weights come from (the *base*), and when and how it trains (the
+//! *schedule*). Every `.lmz` header carries the recipe as canonical text (docs/recipes.md), so
+//! `lmzip decompress` needs no flags.
+//!
+//! - [`text`]: the recipe language — parsing (with errors that point at the bad part) and the
+//!   canonical printing.
+//! - [`schedule`]: which rule governs which byte.
+
+pub mod schedule;
+pub mod text;
+
+use std::fmt;
+
+use anyhow::{Result, bail};
+
+use crate::model::{mamba1, rwkv7};
+use crate::params::Scope;
+
+pub use text::RecipeError;
+
+/// Which network predicts the bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModelKind {
+    Mamba1,
+    Rwkv7,
+}
+
+impl ModelKind {
+    pub const ALL: [ModelKind; 2] = [ModelKind::Mamba1, ModelKind::Rwkv7];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelKind::Mamba1 => "mamba1",
+            ModelKind::Rwkv7 => "rwkv7",
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Self> {
+        match text {
+            "mamba1" => Ok(ModelKind::Mamba1),
+            "rwkv7" => Ok(ModelKind::Rwkv7),
+            other => bail!("unknown model '{other}' (models: mamba1, rwkv7)"),
+        }
+    }
+
+    /// The model's training groups, in the order [`Scope`] bits refer to.
+    pub fn groups(self) -> &'static [&'static str] {
+        match self {
+            ModelKind::Mamba1 => mamba1::GROUPS,
+            ModelKind::Rwkv7 => rwkv7::GROUPS,
+        }
+    }
+}
+
+/// The sizes of a network.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ModelConfig {
+    Mamba1(mamba1::Config),
+    Rwkv7(rwkv7::Config),
+}
+
+impl ModelConfig {
+    pub fn kind(&self) -> ModelKind {
+        match self {
+            ModelConfig::Mamba1(_) => ModelKind::Mamba1,
+            ModelConfig::Rwkv7(_) => ModelKind::Rwkv7,
+        }
+    }
+
+    /// The model's own default sizes (the sizes of the default level).
+    pub fn default_for(kind: ModelKind) -> Self {
+        match kind {
+            ModelKind::Mamba1 => ModelConfig::Mamba1(mamba1::Config::default()),
+            ModelKind::Rwkv7 => ModelConfig::Rwkv7(rwkv7::Config::default()),
+        }
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        match self {
+            ModelConfig::Mamba1(c) => c.validate(),
+            ModelConfig::Rwkv7(c) => c.validate(),
+        }
+    }
+
+    /// Sets `hidden` and `layers`, the two sizes every model has. The inner (FFN) width follows
+    /// the hidden width as in the model families (Mamba: expand 2; RWKV: 4×).
+    pub fn set_size(&mut self, hidden: Option<usize>, layers: Option<usize>) {
+        if let Some(h) = hidden {
+            self.set_hidden(h);
+        }
+        if let Some(l) = layers {
+            match self {
+                ModelConfig::Mamba1(c) => c.layers = l,
+                ModelConfig::Rwkv7(c) => c.layers = l,
+            }
+        }
+    }
+
+    fn set_hidden(&mut self, h: usize) {
+        match self {
+            ModelConfig::Mamba1(c) => {
+                c.hidden = h;
+                c.inner = 2 * h;
+            }
+            ModelConfig::Rwkv7(c) => {
+                c.hidden = h;
+                c.intermediate = 4 * h;
+            }
+        }
+    }
+
+    /// The sizes as the recipe language names them, in canonical order.
+    pub fn keys(&self) -> Vec<(&'static str, usize)> {
+        match self {
+            ModelConfig::Mamba1(c) => vec![
+                ("hidden", c.hidden),
+                ("layers", c.layers),
+                ("intermediate", c.inner),
+                ("state", c.state),
+                ("conv", c.conv),
+                ("dt_rank", c.dt_rank),
+            ],
+            ModelConfig::Rwkv7(c) => vec![
+                ("hidden", c.hidden),
+                ("layers", c.layers),
+                ("intermediate", c.intermediate),
+                ("decay_rank", c.decay_rank),
+                ("a_rank", c.a_rank),
+                ("v_rank", c.v_rank),
+                ("g_rank", c.g_rank),
+            ],
+        }
+    }
+
+    /// The size keys of a model kind, in canonical order.
+    pub fn key_names(kind: ModelKind) -> Vec<&'static str> {
+        Self::default_for(kind)
+            .keys()
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect()
+    }
+
+    /// Sets one size by its recipe name; false if the model has no such size.
+    pub fn set_key(&mut self, key: &str, v: usize) -> bool {
+        let slot = match self {
+            ModelConfig::Mamba1(c) => match key {
+                "hidden" => &mut c.hidden,
+                "layers" => &mut c.layers,
+                "intermediate" => &mut c.inner,
+                "state" => &mut c.state,
+                "conv" => &mut c.conv,
+                "dt_rank" => &mut c.dt_rank,
+                _ => return false,
+            },
+            ModelConfig::Rwkv7(c) => match key {
+                "hidden" => &mut c.hidden,
+                "layers" => &mut c.layers,
+                "intermediate" => &mut c.intermediate,
+                "decay_rank" => &mut c.decay_rank,
+                "a_rank" => &mut c.a_rank,
+                "v_rank" => &mut c.v_rank,
+                "g_rank" => &mut c.g_rank,
+                _ => return false,
+            },
+        };
+        *slot = v;
+        true
+    }
+
+    /// Applies recipe keys onto these sizes. Giving `hidden` without `intermediate` derives the
+    /// intermediate width from it, as `--hidden` does.
+    pub fn apply_keys(&mut self, keys: &[(&str, usize)]) -> Result<()> {
+        let has = |k: &str| keys.iter().any(|(key, _)| *key == k);
+        if let Some(&(_, h)) = keys.iter().find(|(k, _)| *k == "hidden")
+            && !has("intermediate")
+        {
+            self.set_hidden(h);
+        }
+        for &(k, v) in keys {
+            if !self.set_key(k, v) {
+                bail!("{} has no size '{k}'", self.kind().name());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Largest accepted size of any one dimension: a header that claims more is rejected before
+/// anything is allocated.
+pub const MAX_DIM: usize = 1 << 14;
+
+/// How the parameters move on a trained byte.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OptimizerKind {
+    Sgd,
+    Adam,
+}
+
+impl OptimizerKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            OptimizerKind::Sgd => "sgd",
+            OptimizerKind::Adam => "adam",
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Self> {
+        match text {
+            "sgd" => Ok(OptimizerKind::Sgd),
+            "adam" => Ok(OptimizerKind::Adam),
+            other => bail!("unknown optimizer '{other}' (optimizers: sgd, adam)"),
+        }
+    }
+}
+
+/// How a span of bytes trains (docs/recipes.md, "train").
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TrainSpec {
+    /// The trained groups (never empty).
+    pub scope: Scope,
+    pub optimizer: OptimizerKind,
+    /// Learning rate (step size of SGD, or Adam's α).
+    pub lr: f32,
+    /// Bytes from the start of one update window to the next: with `bptt` 1 every `stride`-th
+    /// byte takes a one-step update; with `bptt` W > 1 a W-byte segment starts every `stride`
+    /// bytes. The bytes in between are only predicted. At least `bptt`.
+    pub stride: usize,
+    /// 1: one-step update; W > 1: truncated BPTT over segments of W bytes.
+    pub bptt: usize,
+    /// Element-wise gradient clip; 0 means none.
+    pub clip: f32,
+}
+
+/// Largest accepted TBPTT window.
+pub const MAX_BPTT: usize = 4096;
+/// Largest accepted stride.
+pub const MAX_STRIDE: usize = 1 << 30;
+
+impl TrainSpec {
+    /// The values `train(...)` takes for keys a recipe leaves out (docs/recipes.md).
+    pub fn defaults(kind: ModelKind) -> Self {
+        TrainSpec {
+            scope: Scope::all_of(kind.groups()),
+            // The values of a bare `train`; lmzip's measured defaults are the level table's
+            // (src/levels.rs), which spells its settings out.
+            optimizer: OptimizerKind::Adam,
+            lr: 0.002,
+            stride: 1,
+            bptt: 1,
+            clip: 0.0,
+        }
+    }
+
+    /// Checks each setting; the message names the offending key.
+    pub fn validate(&self, kind: ModelKind) -> Result<()> {
+        if !(self.lr.is_finite() && self.lr >= 0.0 && self.lr <= 10.0) {
+            bail!("lr {} is out of range (0..=10)", self.lr);
+        }
+        if !(self.clip.is_finite() && self.clip >= 0.0) {
+            bail!("clip {} must be a finite number >= 0", self.clip);
+        }
+        if self.bptt == 0 || self.bptt > MAX_BPTT {
+            bail!("bptt {} is out of range (1..={MAX_BPTT})", self.bptt);
+        }
+        if self.stride < self.bptt || self.stride > MAX_STRIDE {
+            bail!(
+                "stride {} is out of range ({}..={MAX_STRIDE}): segments do not overlap, so the \
+                 stride is at least the bptt window",
+                self.stride,
+                self.bptt
+            );
+        }
+        let all = Scope::all_of(kind.groups());
+        if self.scope == Scope::NONE {
+            bail!("scope is empty (to train nothing, use infer)");
+        }
+        if self.scope.0 & !all.0 != 0 {
+            bail!("scope names groups that {} does not have", kind.name());
+        }
+        Ok(())
+    }
+
+    /// Whether the byte at `phase` bytes into a span of this action is trained.
+    pub fn trains(&self, phase: u64) -> bool {
+        phase % (self.stride as u64) < self.bptt as u64
+    }
+}
+
+/// What happens to the bytes of a span.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// The model only predicts.
+    Infer,
+    Train(TrainSpec),
+}
+
+/// A position in the input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pos {
+    Bytes(u64),
+    /// Millionths of the input's length (100% = 1 000 000); resolved to bytes by
+    /// [`Recipe::resolve`] once the length is known.
+    Percent(u32),
+    /// The end of the input.
+    End,
+}
+
+/// 100% in [`Pos::Percent`] units.
+pub const PERCENT_ONE: u32 = 1_000_000;
+
+impl Pos {
+    /// Bytes of an input `len` bytes long; `End` is `u64::MAX` (open).
+    fn resolve(self, len: u64) -> Pos {
+        match self {
+            Pos::Percent(ppm) => {
+                Pos::Bytes((len as u128 * ppm as u128 / PERCENT_ONE as u128) as u64)
+            }
+            other => other,
+        }
+    }
+
+    /// The byte position of a resolved position (`End` → `u64::MAX`).
+    pub fn bytes(self) -> Option<u64> {
+        match self {
+            Pos::Bytes(b) => Some(b),
+            Pos::End => Some(u64::MAX),
+            Pos::Percent(_) => None,
+        }
+    }
+}
+
+/// A half-open range of positions, `start..end`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    pub start: Pos,
+    pub end: Pos,
+}
+
+impl Span {
+    /// The whole input.
+    pub const ALL: Span = Span {
+        start: Pos::Bytes(0),
+        end: Pos::End,
+    };
+
+    /// Refuses spans that are empty whatever the input's length (`start` not before `end`,
+    /// compared where both are in the same unit), and a start at the end.
+    pub fn validate(&self) -> Result<()> {
+        for p in [self.start, self.end] {
+            if let Pos::Percent(p) = p
+                && p > PERCENT_ONE
+            {
+                bail!("a position beyond 100% is not in the input");
+            }
+        }
+        let empty = match (self.start, self.end) {
+            (Pos::End, _) => true,
+            (Pos::Bytes(a), Pos::Bytes(b)) => a >= b,
+            (Pos::Percent(a), Pos::Percent(b)) => a >= b,
+            _ => false,
+        };
+        if empty {
+            bail!("the span is empty (its start is not before its end)");
+        }
+        Ok(())
+    }
+}
+
+/// One part of a repeat cycle: `len` bytes of `action`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Part {
+    pub len: u64,
+    pub action: Action,
+}
+
+/// What a rule does over its span.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Body {
+    Action(Action),
+    /// The parts, one after the other, over and over from the span's start.
+    Repeat(Vec<Part>),
+}
+
+/// One rule of a schedule: `span:body`. The first rule whose span holds a byte decides it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rule {
+    pub span: Span,
+    pub body: Body,
+}
+
+impl Rule {
+    /// Every action the rule can take.
+    pub fn actions(&self) -> Vec<&Action> {
+        match &self.body {
+            Body::Action(a) => vec![a],
+            Body::Repeat(parts) => parts.iter().map(|p| &p.action).collect(),
+        }
+    }
+
+    fn actions_mut(&mut self) -> Vec<&mut Action> {
+        match &mut self.body {
+            Body::Action(a) => vec![a],
+            Body::Repeat(parts) => parts.iter_mut().map(|p| &mut p.action).collect(),
+        }
+    }
+}
+
+/// Most rules a schedule may have; most parts a repeat may have.
+pub const MAX_RULES: usize = 256;
+pub const MAX_PARTS: usize = 64;
+
+/// Where the initial weights come from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Base {
+    /// Seeded random weights of the given sizes.
+    Fresh { config: ModelConfig, seed: u64 },
+    /// A model file, known by its SHA-256; `config` is what its tensor shapes say, `name` the
+    /// file's name when it was used (a hint for whoever must find it again).
+    File {
+        config: ModelConfig,
+        sha256: [u8; 32],
+        name: Option<String>,
+    },
+}
+
+impl Base {
+    pub fn config(&self) -> &ModelConfig {
+        match self {
+            Base::Fresh { config, .. } | Base::File { config, .. } => config,
+        }
+    }
+}
+
+/// Everything the decoder needs to repeat the encoder's computation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Recipe {
+    pub base: Base,
+    /// Bytes no rule holds are only predicted.
+    pub schedule: Vec<Rule>,
+}
+
+impl Recipe {
+    /// The recipe used when none is asked for: the default level's (src/levels.rs).
+    pub fn default_for(kind: ModelKind) -> Self {
+        crate::levels::recipe(kind, crate::levels::DEFAULT_LEVEL)
+    }
+
+    /// A fresh model trained on every byte by one rule.
+    pub fn fresh(config: ModelConfig, seed: u64, action: Action) -> Self {
+        Recipe {
+            base: Base::Fresh { config, seed },
+            schedule: vec![Rule {
+                span: Span::ALL,
+                body: Body::Action(action),
+            }],
+        }
+    }
+
+    pub fn kind(&self) -> ModelKind {
+        self.base.config().kind()
+    }
+
+    pub fn config(&self) -> &ModelConfig {
+        self.base.config()
+    }
+
+    /// The model file's hash when the recipe starts from one.
+    pub fn model_file(&self) -> Option<[u8; 32]> {
+        match &self.base {
+            Base::File { sha256, .. } => Some(*sha256),
+            Base::Fresh { .. } => None,
+        }
+    }
+
+    /// Every action of the schedule.
+    pub fn actions(&self) -> impl Iterator<Item = &Action> {
+        self.schedule.iter().flat_map(Rule::actions)
+    }
+
+    /// Every action of the schedule, to edit in place.
+    pub fn actions_mut(&mut self) -> impl Iterator<Item = &mut Action> {
+        self.schedule.iter_mut().flat_map(Rule::actions_mut)
+    }
+
+    /// Every training action of the schedule, to edit in place.
+    pub fn train_specs_mut(&mut self) -> impl Iterator<Item = &mut TrainSpec> {
+        self.actions_mut().filter_map(|a| match a {
+            Action::Train(t) => Some(t),
+            Action::Infer => None,
+        })
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        let kind = self.kind();
+        self.config().validate()?;
+        if self.schedule.len() > MAX_RULES {
+            bail!("the schedule has more than {MAX_RULES} rules");
+        }
+        for (i, rule) in self.schedule.iter().enumerate() {
+            let at = |e: anyhow::Error| e.context(format!("rule {}", i + 1));
+            rule.span.validate().map_err(at)?;
+            if let Body::Repeat(parts) = &rule.body {
+                if parts.is_empty() || parts.len() > MAX_PARTS {
+                    return Err(at(anyhow::anyhow!("a repeat has 1 to {MAX_PARTS} parts")));
+                }
+                let mut period = 0u64;
+                for p in parts {
+                    if p.len == 0 {
+                        return Err(at(anyhow::anyhow!("a repeat part of 0 bytes")));
+                    }
+                    period = period
+                        .checked_add(p.len)
+                        .ok_or_else(|| at(anyhow::anyhow!("the repeat's cycle is too long")))?;
+                }
+            }
+            for action in rule.actions() {
+                if let Action::Train(t) = action {
+                    t.validate(kind).map_err(at)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether every position is in bytes (as the header requires).
+    pub fn is_resolved(&self) -> bool {
+        self.schedule.iter().all(|r| {
+            !matches!(r.span.start, Pos::Percent(_)) && !matches!(r.span.end, Pos::Percent(_))
+        })
+    }
+
+    /// The recipe with percent positions turned into bytes of an input `len` bytes long (rounded
+    /// down); `None` when the length is unknown, which is refused if a percent position needs it.
+    pub fn resolve(&self, len: Option<u64>) -> Result<Recipe, UnresolvedPercent> {
+        if self.is_resolved() {
+            return Ok(self.clone());
+        }
+        let Some(len) = len else {
+            return Err(UnresolvedPercent);
+        };
+        let mut out = self.clone();
+        for rule in &mut out.schedule {
+            rule.span.start = rule.span.start.resolve(len);
+            rule.span.end = rule.span.end.resolve(len);
+        }
+        Ok(out)
+    }
+
+    /// Canonical text (docs/recipes.md): what headers store and `lmzip info` prints.
+    pub fn to_text(&self) -> String {
+        text::print(self)
+    }
+
+    /// Parses a complete recipe in canonical form (every key given), as a header holds it.
+    pub fn parse(text: &str) -> Result<Recipe, RecipeError> {
+        text::parse_complete(text)
+    }
+}
+
+impl fmt::Display for Recipe {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_text())
+    }
+}
+
+/// A recipe with percent positions met an input of unknown length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnresolvedPercent;
+
+impl fmt::Display for UnresolvedPercent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(
+            "the recipe has positions in percent, which need the input's length; \
+             for standard input give it with --size BYTES (or use byte positions)",
+        )
+    }
+}
+
+impl std::error::Error for UnresolvedPercent {}
+
+/// Lowercase hexadecimal of bytes.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percent_positions_resolve_by_rounding_down() {
+        let r = Recipe::default_for(ModelKind::Mamba1)
+            .edit("0..50%:train() 50%..99.5%:infer", None)
+            .unwrap();
+        assert!(!r.is_resolved());
+        assert_eq!(r.resolve(None), Err(UnresolvedPercent));
+        let resolved = r.resolve(Some(1001)).unwrap();
+        assert!(resolved.is_resolved());
+        assert_eq!(resolved.schedule[0].span.end, Pos::Bytes(500));
+        assert_eq!(resolved.schedule[1].span.start, Pos::Bytes(500));
+        assert_eq!(resolved.schedule[1].span.end, Pos::Bytes(995));
+    }
+
+    #[test]
+    fn stride_below_bptt_and_empty_scope_are_refused() {
+        let kind = ModelKind::Mamba1;
+        let mut t = TrainSpec::defaults(kind);
+        t.bptt = 8;
+        t.stride = 4;
+        assert!(t.validate(kind).is_err());
+        t.stride = 8;
+        t.validate(kind).unwrap();
+        t.scope = Scope::NONE;
+        assert!(t.validate(kind).is_err());
+    }
+
+    #[test]
+    fn trained_phases_follow_stride_and_window() {
+        let mut t = TrainSpec::defaults(ModelKind::Mamba1);
+        t.stride = 3;
+        let one: Vec<bool> = (0..7).map(|p| t.trains(p)).collect();
+        assert_eq!(one, [true, false, false, true, false, false, true]);
+        t.bptt = 2;
+        t.stride = 5;
+        let seg: Vec<bool> = (0..7).map(|p| t.trains(p)).collect();
+        assert_eq!(seg, [true, true, false, false, false, true, true]);
+    }
+}

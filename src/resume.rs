@@ -1,0 +1,236 @@
+//! What a saved model holds besides its weights, so that a run can resume exactly where the
+//! saving run stopped (docs/recipes.md, "Model files"). All of it lives under the `lmzip.`
+//! prefix, beside the weights in their native layout:
+//!
+//! | name | kind | what |
+//! |---|---|---|
+//! | `lmzip.adam.m.<tensor>`, `lmzip.adam.v.<tensor>` | tensor | Adam's moments of every parameter tensor (absent before the first Adam step) |
+//! | `lmzip.state.<part>` | tensor | the recurrent state the replay starts from |
+//! | `lmzip.format` | metadata | `1`: the version of this layout |
+//! | `lmzip.numerics` | metadata | the numerics version of the build that saved it |
+//! | `lmzip.model` | metadata | `mamba1` or `rwkv7` |
+//! | `lmzip.recipe` | metadata | the recipe of the run that saved it |
+//! | `lmzip.position` | metadata | bytes the model has learned from, over all runs |
+//! | `lmzip.adam_steps` | metadata | Adam steps taken |
+//! | `lmzip.action` | metadata | the action in force at the end (`infer` or `train(...)`) |
+//! | `lmzip.phase` | metadata | bytes into that action's current run (where its stride and segments stand) |
+//! | `lmzip.replay` | metadata | hex bytes: the token to feed from the saved state, then the bytes to learn again |
+//!
+//! The replay rebuilds what cannot be saved as plain numbers: the pending TBPTT segment (its
+//! traces and the probabilities its bytes were coded with) is recomputed by feeding its bytes
+//! again from the state the segment started in, with the same weights, which gives the same bits.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, Result, bail};
+
+use crate::model::Network;
+use crate::modelfile::{FileTensor, ModelFile};
+use crate::params::ParamSet;
+use crate::recipe::{Action, ModelKind, Recipe};
+
+pub const FORMAT: &str = "1";
+const ADAM_M: &str = "lmzip.adam.m.";
+const ADAM_V: &str = "lmzip.adam.v.";
+const STATE: &str = "lmzip.state.";
+
+/// Longest replay a file may ask for: a pending segment is shorter than the longest window.
+const MAX_REPLAY: usize = crate::recipe::MAX_BPTT + 1;
+
+/// Resume data read from a model file.
+pub struct Resume {
+    /// Adam's moments laid out like the parameters, when the file has them.
+    pub moments: Option<(Vec<f32>, Vec<f32>)>,
+    pub adam_steps: u64,
+    /// Bytes learned before this run.
+    pub position: u64,
+    /// The action in force when the file was saved, and how far into its run it was.
+    pub action: Action,
+    pub phase: u64,
+    /// The token to feed first, then the bytes to learn again (see the module doc).
+    pub replay: Vec<u8>,
+}
+
+/// What a saving run hands over.
+pub struct Saved<'a, N: Network> {
+    pub kind: ModelKind,
+    pub recipe: &'a Recipe,
+    pub params: &'a ParamSet,
+    pub moments: Option<(&'a [f32], &'a [f32])>,
+    pub adam_steps: u64,
+    pub position: u64,
+    pub net: &'a N,
+    pub state: &'a N::State,
+    pub action: &'a Action,
+    pub phase: u64,
+    pub replay: Vec<u8>,
+}
+
+/// The model file of a saving run.
+pub fn save<N: Network>(s: &Saved<'_, N>) -> Result<Vec<u8>> {
+    let mut extra: Vec<(String, Vec<usize>, &[f32])> = Vec::new();
+    if let Some((m, v)) = s.moments {
+        for t in &s.params.tensors {
+            extra.push((format!("{ADAM_M}{}", t.name), t.shape.clone(), t.slot.of(m)));
+            extra.push((format!("{ADAM_V}{}", t.name), t.shape.clone(), t.slot.of(v)));
+        }
+    }
+    for t in s.net.state_tensors(s.state) {
+        extra.push((format!("{STATE}{}", t.name), t.shape, t.data));
+    }
+    let meta: BTreeMap<String, String> = [
+        ("format", FORMAT.to_string()),
+        ("numerics", crate::format::NUMERICS_VERSION.to_string()),
+        ("model", s.kind.name().to_string()),
+        ("recipe", s.recipe.to_text()),
+        ("position", s.position.to_string()),
+        ("adam_steps", s.adam_steps.to_string()),
+        (
+            "action",
+            crate::recipe::text::print_action(s.action, s.kind),
+        ),
+        ("phase", s.phase.to_string()),
+        ("replay", crate::recipe::hex(&s.replay)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (format!("lmzip.{k}"), v))
+    .collect();
+    crate::modelfile::to_bytes(s.params, &extra, &meta)
+}
+
+/// Reads the resume data of a model file for a network with parameters `params` (the weights
+/// already filled). A file without resume data (trained elsewhere) starts from the zero state,
+/// fresh optimizer and the stream's usual first token, 0.
+pub fn read<N: Network>(
+    file: &ModelFile,
+    kind: ModelKind,
+    params: &ParamSet,
+    net: &N,
+    state: &mut N::State,
+) -> Result<Resume> {
+    let meta = |key: &str| file.metadata.get(&format!("lmzip.{key}"));
+    let number = |key: &str| -> Result<u64> {
+        meta(key).map_or(Ok(0), |v| {
+            v.parse()
+                .with_context(|| format!("metadata lmzip.{key} = '{v}' is not a whole number"))
+        })
+    };
+    if let Some(model) = meta("model")
+        && model != kind.name()
+    {
+        bail!(
+            "the file says it holds a {model} model, but its tensors are {}",
+            kind.name()
+        );
+    }
+    let moments = read_moments(file, params)?;
+    read_state(file, net, state)?;
+    let action = match meta("action") {
+        None => Action::Infer,
+        Some(text) => {
+            parse_action(text, kind).with_context(|| format!("metadata lmzip.action = '{text}'"))?
+        }
+    };
+    let replay = match meta("replay") {
+        None => vec![0],
+        Some(h) => unhex(h).context("metadata lmzip.replay is not hexadecimal")?,
+    };
+    if replay.is_empty() || replay.len() > MAX_REPLAY {
+        bail!(
+            "metadata lmzip.replay has {} bytes (1 to {MAX_REPLAY})",
+            replay.len()
+        );
+    }
+    Ok(Resume {
+        moments,
+        adam_steps: number("adam_steps")?,
+        position: number("position")?,
+        action,
+        phase: number("phase")?,
+        replay,
+    })
+}
+
+fn read_moments(file: &ModelFile, params: &ParamSet) -> Result<Option<(Vec<f32>, Vec<f32>)>> {
+    if !file
+        .tensors
+        .keys()
+        .any(|k| k.starts_with(ADAM_M) || k.starts_with(ADAM_V))
+    {
+        return Ok(None);
+    }
+    let mut m = params.zeros_like();
+    let mut v = params.zeros_like();
+    for t in &params.tensors {
+        for (prefix, buf) in [(ADAM_M, &mut m), (ADAM_V, &mut v)] {
+            let name = format!("{prefix}{}", t.name);
+            let saved = tensor(file, &name, &t.shape)?;
+            t.slot.of_mut(buf).copy_from_slice(&saved.data);
+        }
+    }
+    let expected = 2 * params.tensors.len();
+    let present = file
+        .tensors
+        .keys()
+        .filter(|k| k.starts_with(ADAM_M) || k.starts_with(ADAM_V))
+        .count();
+    if present != expected {
+        bail!("the file has Adam moments for tensors this model does not have");
+    }
+    Ok(Some((m, v)))
+}
+
+fn read_state<N: Network>(file: &ModelFile, net: &N, state: &mut N::State) -> Result<()> {
+    let present = file.tensors.keys().filter(|k| k.starts_with(STATE)).count();
+    if present == 0 {
+        return Ok(());
+    }
+    let parts = net.state_tensors_mut(state);
+    if present != parts.len() {
+        bail!(
+            "the file's recurrent state has {present} parts; this model's has {}",
+            parts.len()
+        );
+    }
+    for part in parts {
+        let saved = tensor(file, &format!("{STATE}{}", part.name), &part.shape)?;
+        part.data.copy_from_slice(&saved.data);
+    }
+    Ok(())
+}
+
+fn tensor<'f>(file: &'f ModelFile, name: &str, shape: &[usize]) -> Result<&'f FileTensor> {
+    let t = file
+        .tensors
+        .get(name)
+        .with_context(|| format!("model file lacks tensor {name}"))?;
+    if t.shape != shape {
+        bail!(
+            "tensor {name} has shape {:?} in the model file, but the model needs {shape:?}",
+            t.shape
+        );
+    }
+    Ok(t)
+}
+
+/// An action in its canonical text, for a model of kind `kind`.
+fn parse_action(text: &str, kind: ModelKind) -> Result<Action> {
+    // The recipe parser reads actions inside rules: parse a one-rule fragment.
+    let template = Recipe::default_for(kind);
+    let r = template
+        .edit(&format!("0..:{text}"), None)
+        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    match r.schedule.first().map(|rule| &rule.body) {
+        Some(crate::recipe::Body::Action(a)) => Ok(a.clone()),
+        _ => bail!("not an action"),
+    }
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len() / 2)
+        .map(|i| u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok())
+        .collect()
+}

@@ -1,0 +1,244 @@
+//! The recipe language: every recipe prints to text that parses back to the same recipe, and no
+//! text — valid, damaged or random — makes the parser panic.
+
+use lmzip::model::{mamba1, rwkv7};
+use lmzip::params::Scope;
+use lmzip::recipe::{
+    Action, Base, Body, ModelConfig, ModelKind, OptimizerKind, PERCENT_ONE, Part, Pos, Recipe,
+    Rule, Span, TrainSpec,
+};
+use proptest::prelude::*;
+
+fn config() -> impl Strategy<Value = ModelConfig> {
+    prop_oneof![
+        (
+            1..64usize,
+            1..4usize,
+            1..128usize,
+            1..17usize,
+            1..9usize,
+            1..9usize
+        )
+            .prop_map(|(hidden, layers, inner, state, conv, dt_rank)| {
+                ModelConfig::Mamba1(mamba1::Config {
+                    hidden,
+                    layers,
+                    inner,
+                    state,
+                    conv,
+                    dt_rank,
+                })
+            }),
+        (
+            1..4usize,
+            1..3usize,
+            1..300usize,
+            1..40usize,
+            1..40usize,
+            1..40usize,
+            1..40usize
+        )
+            .prop_map(
+                |(heads, layers, intermediate, decay_rank, a_rank, v_rank, g_rank)| {
+                    ModelConfig::Rwkv7(rwkv7::Config {
+                        hidden: 64 * heads,
+                        layers,
+                        intermediate,
+                        decay_rank,
+                        a_rank,
+                        v_rank,
+                        g_rank,
+                    })
+                }
+            ),
+    ]
+}
+
+fn base() -> impl Strategy<Value = Base> {
+    prop_oneof![
+        (config(), any::<u64>()).prop_map(|(config, seed)| Base::Fresh { config, seed }),
+        (
+            config(),
+            any::<[u8; 32]>(),
+            proptest::option::of("\\PC{1,24}")
+        )
+            .prop_map(|(config, sha256, name)| Base::File {
+                config,
+                sha256,
+                name
+            }),
+    ]
+}
+
+fn action(groups: usize) -> impl Strategy<Value = Action> {
+    let train = (
+        1u32..(1 << groups),
+        any::<bool>(),
+        // Every f32 bit pattern from 0 to 10, and from 0 to about 1e38.
+        (0u32..=10f32.to_bits()).prop_map(f32::from_bits),
+        (0u32..0x7e00_0000).prop_map(f32::from_bits),
+        1usize..=4096,
+        0usize..100_000,
+    )
+        .prop_map(|(scope, adam, lr, clip, bptt, gap)| {
+            Action::Train(TrainSpec {
+                scope: Scope(scope),
+                optimizer: if adam {
+                    OptimizerKind::Adam
+                } else {
+                    OptimizerKind::Sgd
+                },
+                lr,
+                stride: bptt + gap,
+                bptt,
+                clip,
+            })
+        });
+    prop_oneof![Just(Action::Infer), train]
+}
+
+fn pos() -> impl Strategy<Value = Pos> {
+    prop_oneof![
+        (0u64..1 << 40).prop_map(Pos::Bytes),
+        (0u32..=PERCENT_ONE).prop_map(Pos::Percent),
+        // Exact multiples of the units print with them.
+        (0u64..5000, 0u32..4).prop_map(|(n, u)| Pos::Bytes(n << (10 * u))),
+    ]
+}
+
+fn rule(groups: usize) -> impl Strategy<Value = Rule> {
+    let span = (pos(), prop_oneof![pos(), Just(Pos::End)])
+        .prop_map(|(start, end)| Span { start, end })
+        .prop_filter("a valid span", |s| s.validate().is_ok());
+    let body = prop_oneof![
+        action(groups).prop_map(Body::Action),
+        proptest::collection::vec(
+            (1u64..1 << 30, action(groups)).prop_map(|(len, action)| Part { len, action }),
+            1..5
+        )
+        .prop_map(Body::Repeat),
+    ];
+    (span, body).prop_map(|(span, body)| Rule { span, body })
+}
+
+fn recipe() -> impl Strategy<Value = Recipe> {
+    base().prop_flat_map(|base| {
+        let groups = base.config().kind().groups().len();
+        proptest::collection::vec(rule(groups), 0..6).prop_map(move |schedule| Recipe {
+            base: base.clone(),
+            schedule,
+        })
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn printing_then_parsing_gives_the_same_recipe(r in recipe()) {
+        prop_assume!(r.validate().is_ok());
+        let text = r.to_text();
+        let back = Recipe::parse(&text);
+        prop_assert_eq!(back.as_ref(), Ok(&r), "{}", text);
+        prop_assert_eq!(back.unwrap().to_text(), text);
+    }
+
+    #[test]
+    fn damaged_recipes_never_panic(r in recipe(), at in any::<prop::sample::Index>(),
+                                   junk in "\\PC{0,3}", cut in any::<bool>()) {
+        let mut text = r.to_text();
+        let mut i = at.index(text.len() + 1);
+        while !text.is_char_boundary(i) {
+            i -= 1;
+        }
+        if cut {
+            text.truncate(i);
+        } else {
+            text.insert_str(i, &junk);
+        }
+        let _ = Recipe::parse(&text);
+        let _ = Recipe::default_for(ModelKind::Mamba1).edit(&text, None);
+    }
+
+    #[test]
+    fn random_text_never_panics(text in "\\PC{0,60}") {
+        let _ = Recipe::parse(&text);
+        for kind in ModelKind::ALL {
+            if let Err(e) = Recipe::default_for(kind).edit(&text, None) {
+                // The pointer stays inside the text.
+                prop_assert!(e.at <= text.len());
+                let _ = e.to_string();
+            }
+        }
+    }
+
+    #[test]
+    fn grammar_shaped_text_never_panics(
+        parts in proptest::collection::vec(
+            prop_oneof![
+                Just("0"), Just(".."), Just(":"), Just("train"), Just("("), Just(")"),
+                Just(","), Just("lr="), Just("bptt="), Just("stride="), Just("%"), Just("K"),
+                Just("repeat("), Just("infer"), Just(" "), Just("cfg:"), Just("file:"),
+                Just("sha256="), Just("hidden="), Just("9"), Just("1.5"), Just("scope=all"),
+            ],
+            0..24,
+        )
+    ) {
+        let text: String = parts.concat();
+        let _ = Recipe::parse(&text);
+        let _ = Recipe::default_for(ModelKind::Rwkv7).edit(&text, None);
+    }
+}
+
+#[test]
+fn valid_recipes_parse() {
+    let m = Recipe::default_for(ModelKind::Mamba1);
+    for text in [
+        "",
+        "mamba1",
+        "cfg:",
+        "cfg:seed=7",
+        "..:infer",
+        "0..:train",
+        "0..:train()",
+        "0..:train( lr = 0.001 , bptt = 16 )",
+        "0..1M:train(opt=sgd,lr=1e-2) 1M..:infer",
+        "0..12.5%:infer 12.5%..:train(scope=embed+head+bias,clip=0.5)",
+        "64K..:repeat(4K:train(bptt=32),12K:infer)",
+        "mamba1 cfg:hidden=32,intermediate=48,state=8,conv=3,dt_rank=2 0..:train",
+    ] {
+        let r = m.edit(text, None).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(Recipe::parse(&r.to_text()).unwrap(), r, "{text}");
+    }
+}
+
+#[test]
+fn invalid_recipes_are_refused_with_a_pointer() {
+    let m = Recipe::default_for(ModelKind::Mamba1);
+    for (text, points_at) in [
+        ("0..:train(lr=-1)", "train(lr=-1)"),
+        ("0..:train(opt=lbfgs)", "lbfgs"),
+        ("0..:train(momentum=0.9)", "momentum"),
+        ("0..:train(bptt=0)", "0"),
+        ("0..:train(bptt=5000)", "5000"),
+        ("0..:train(scope=)", ")"),
+        ("5..5:infer", "5..5"),
+        ("50%..10%:infer", "50%..10%"),
+        ("0..1.5:infer", "1.5"),
+        ("0..12.34567%:infer", "12.34567%"),
+        ("0..:infer 0..:infer cfg:", "cfg:"),
+        ("cfg:hidden=8 cfg:layers=1", "cfg:layers=1"),
+        ("mamba1 mamba1", "mamba1"),
+        ("0..:train(lr=0.1", ""),
+        ("file:", ""),
+    ] {
+        let err = m.edit(text, None).unwrap_err();
+        let shown = &err.text[err.at..(err.at + err.len).min(err.text.len())];
+        if !points_at.is_empty() {
+            assert!(
+                shown.contains(points_at) || points_at.contains(shown) && !shown.is_empty(),
+                "{text}: points at '{shown}': {err}"
+            );
+        }
+    }
+}
