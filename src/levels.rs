@@ -110,7 +110,13 @@ mod tests {
         for kind in ModelKind::ALL {
             let r = recipe(kind, DEFAULT_LEVEL);
             assert_eq!(*r.config(), ModelConfig::default_for(kind));
-            let spec = TrainSpec::defaults(kind);
+            // The measured default: Adam at 1e-3 over TBPTT segments of 16 bytes.
+            let spec = TrainSpec {
+                lr: 0.001,
+                bptt: 16,
+                stride: 16,
+                ..TrainSpec::defaults(kind)
+            };
             assert_eq!(r.actions().collect::<Vec<_>>(), vec![&Action::Train(spec)]);
         }
     }

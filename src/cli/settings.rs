@@ -413,7 +413,7 @@ mod tests {
         ])
         .unwrap();
         let expected = Recipe::default_for(DEFAULT_MODEL)
-            .edit("cfg:hidden=16,layers=1 0..:train(lr=0.01)", None)
+            .edit("cfg:hidden=16,layers=1 0..:train(lr=0.01,bptt=16)", None)
             .unwrap();
         assert_eq!(r, expected);
     }
@@ -439,7 +439,7 @@ mod tests {
             (
                 &["compress", "--recipe", "rwkv7 cfg:layers=1", "--lr", "0.01"],
                 levels::recipe(ModelKind::Rwkv7, levels::DEFAULT_LEVEL)
-                    .edit("cfg:layers=1 0..:train(lr=0.01)", None)
+                    .edit("cfg:layers=1 0..:train(lr=0.01,bptt=16)", None)
                     .unwrap(),
             ),
             (
