@@ -648,7 +648,7 @@ fn levels_and_recipes_are_stored_and_decode_without_flags() {
     for (args, needles) in [
         (
             &["-1", "l"][..],
-            &["cfg:hidden=32,layers=1,", "lr=0.003"][..],
+            &["cfg:hidden=32,layers=1,", "lr=0.002,stride=16,bptt=16"][..],
         ),
         (
             &["-9", "--hidden", "16", "--layers", "1", "l"],
