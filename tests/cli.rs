@@ -652,7 +652,7 @@ fn levels_and_recipes_are_stored_and_decode_without_flags() {
         ),
         (
             &["-9", "--hidden", "16", "--layers", "1", "l"],
-            &["hidden=16", "bptt=32", "lr=0.001"],
+            &["hidden=16", "bptt=16", "lr=0.0005"],
         ),
         (
             &[
