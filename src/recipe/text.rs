@@ -956,7 +956,7 @@ mod tests {
         assert_eq!(
             r.to_text(),
             "mamba1 cfg:hidden=128,layers=2,intermediate=256,state=16,conv=4,dt_rank=8,seed=0 \
-             0..:train(scope=all,opt=adam,lr=0.001,stride=16,bptt=16,clip=0)"
+             0..:train(scope=all,opt=adam,lr=0.0005,stride=16,bptt=16,clip=0)"
         );
         assert_eq!(Recipe::parse(&r.to_text()).unwrap(), r);
     }
