@@ -431,6 +431,14 @@ impl Base {
             Base::Fresh { config, .. } | Base::File { config, .. } => config,
         }
     }
+
+    /// The model file's hash when the base is one.
+    pub fn sha256(&self) -> Option<[u8; 32]> {
+        match self {
+            Base::File { sha256, .. } => Some(*sha256),
+            Base::Fresh { .. } => None,
+        }
+    }
 }
 
 /// Everything the decoder needs to repeat the encoder's computation.
@@ -468,10 +476,7 @@ impl Recipe {
 
     /// The model file's hash when the recipe starts from one.
     pub fn model_file(&self) -> Option<[u8; 32]> {
-        match &self.base {
-            Base::File { sha256, .. } => Some(*sha256),
-            Base::Fresh { .. } => None,
-        }
+        self.base.sha256()
     }
 
     /// Every action of the schedule.

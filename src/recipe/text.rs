@@ -199,12 +199,12 @@ impl Recipe {
                     }
                     (BaseItem::Path, Some(f)) => f.clone(),
                     (BaseItem::File { sha256, .. }, Some(f)) => {
-                        if f.model_file_sha() != Some(sha256) {
+                        if f.sha256() != Some(sha256) {
                             return Err(fail(format!(
                                 "the recipe names the model file with SHA-256 {}, but the given \
                                  file's is {}",
                                 hex(&sha256),
-                                f.model_file_sha().map_or(String::new(), |h| hex(&h))
+                                f.sha256().map_or(String::new(), |h| hex(&h))
                             )));
                         }
                         f.clone()
@@ -221,15 +221,6 @@ impl Recipe {
         };
         p.check(&recipe)?;
         Ok(recipe)
-    }
-}
-
-impl Base {
-    fn model_file_sha(&self) -> Option<[u8; 32]> {
-        match self {
-            Base::File { sha256, .. } => Some(*sha256),
-            Base::Fresh { .. } => None,
-        }
     }
 }
 
