@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Compares lmzip with the usual compressors on the given files and prints a markdown table:
 # one row per file and compressor with input and output bytes, bits per byte, compression and
-# decompression speed (KB/s, 1 KB = 1000 bytes, wall clock) and a round-trip check (cmp).
+# decompression speed (KB/s, 1 KB = 1000 bytes, wall clock), the peak memory of compression
+# (maximum resident set, where /usr/bin/time is installed) and a round-trip check (cmp).
 #
 # Usage: scripts/bench.sh FILE...
 #   LMZIP=path/to/lmzip   binary to measure (default: the release build, built if missing)
-#   LMZIP_ARGS="..."      extra compress arguments, e.g. "--model rwkv7 --bptt 8"
+#   LMZIP_ARGS="..."      extra compress arguments, e.g. "-9" or "--model rwkv7 --bptt 8"
+#   COMPARE=0             measure lmzip alone (for level tables)
 #
 # gzip -9, bzip2 -9, xz -9e and zstd --ultra -22 are measured where installed.
 
@@ -50,6 +52,18 @@ bpb() {
 
 size() { wc -c <"$1" | tr -d ' '; }
 
+# GNU time reports the peak resident set of the command it runs; without it the column says n/a.
+if [ -x /usr/bin/time ] && /usr/bin/time -f %M true >/dev/null 2>&1; then
+    timed() { /usr/bin/time -o "$work/rss" -f %M "$@"; }
+else
+    timed() { echo n/a >"$work/rss"; "$@"; }
+fi
+
+# peak_mb: the peak of the last timed command, in MB (1 MB = 10^6 bytes).
+peak_mb() {
+    awk '{ if ($1 ~ /^[0-9]+$/) printf "%.0f", $1 * 1024 / 1e6; else printf "n/a" } END { if (NR == 0) printf "n/a" }' "$work/rss"
+}
+
 # measure FILE NAME COMPRESS DECOMPRESS: COMPRESS reads stdin and writes stdout, DECOMPRESS
 # likewise; prints one table row.
 measure() {
@@ -57,25 +71,26 @@ measure() {
     packed="$work/packed" unpacked="$work/unpacked"
     in_bytes=$(size "$file")
     t0=$(now)
-    if ! sh -c "$pack" <"$file" >"$packed" 2>"$work/err"; then
-        printf '| %s | %s | %s | - | - | - | - | compress failed: %s |\n' \
+    if ! timed sh -c "$pack" <"$file" >"$packed" 2>"$work/err"; then
+        printf '| %s | %s | %s | - | - | - | - | - | compress failed: %s |\n' \
             "$(basename "$file")" "$name" "$in_bytes" "$(head -n 1 "$work/err")"
         return 0
     fi
     t1=$(now)
+    peak=$(peak_mb)
     if ! sh -c "$unpack" <"$packed" >"$unpacked" 2>"$work/err"; then
-        printf '| %s | %s | %s | %s | %s | %s | - | decompress failed: %s |\n' \
+        printf '| %s | %s | %s | %s | %s | %s | - | %s | decompress failed: %s |\n' \
             "$(basename "$file")" "$name" "$in_bytes" "$(size "$packed")" \
-            "$(bpb "$(size "$packed")" "$in_bytes")" "$(kbps "$in_bytes" "$t0" "$t1")" \
+            "$(bpb "$(size "$packed")" "$in_bytes")" "$(kbps "$in_bytes" "$t0" "$t1")" "$peak" \
             "$(head -n 1 "$work/err")"
         return 0
     fi
     t2=$(now)
     out_bytes=$(size "$packed")
     if cmp -s "$file" "$unpacked"; then check=ok; else check=MISMATCH; fi
-    printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' \
+    printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' \
         "$(basename "$file")" "$name" "$in_bytes" "$out_bytes" "$(bpb "$out_bytes" "$in_bytes")" \
-        "$(kbps "$in_bytes" "$t0" "$t1")" "$(kbps "$in_bytes" "$t1" "$t2")" "$check"
+        "$(kbps "$in_bytes" "$t0" "$t1")" "$(kbps "$in_bytes" "$t1" "$t2")" "$peak" "$check"
     rm -f "$packed" "$unpacked"
 }
 
@@ -85,8 +100,8 @@ quote() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
 lmzip_q=$(quote "$LMZIP")
 lmzip_name="lmzip${LMZIP_ARGS:+ $LMZIP_ARGS}"
 
-echo "| file | compressor | input bytes | output bytes | bpb | compress KB/s | decompress KB/s | round trip |"
-echo "|---|---|---:|---:|---:|---:|---:|---|"
+echo "| file | compressor | input bytes | output bytes | bpb | compress KB/s | decompress KB/s | peak MB | round trip |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---|"
 for file in "$@"; do
     if [ ! -f "$file" ]; then
         echo "$0: $file: not a regular file, skipped" >&2
@@ -95,6 +110,7 @@ for file in "$@"; do
     # LMZIP_ARGS is split into words on purpose, as a shell would split it.
     measure "$file" "$lmzip_name" \
         "$lmzip_q compress -q $LMZIP_ARGS" "$lmzip_q decompress -q"
+    [ "${COMPARE:-1}" = 0 ] && continue
     command -v gzip >/dev/null && measure "$file" "gzip -9" "gzip -9 -c" "gzip -d -c"
     command -v bzip2 >/dev/null && measure "$file" "bzip2 -9" "bzip2 -9 -c" "bzip2 -d -c"
     command -v xz >/dev/null && measure "$file" "xz -9e" "xz -9e -c" "xz -d -c"
