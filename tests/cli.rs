@@ -793,6 +793,14 @@ fn a_saved_model_primes_and_decompression_needs_the_same_file() {
         None,
     ));
     assert_eq!(fs::read(d.join("b")).unwrap(), b);
+    // A stream that starts fresh does not use --weights, and the user is told so.
+    let out = run(d, &["test", "--weights", "a.st", "a.lmz"], None);
+    assert_ok(&out);
+    assert!(
+        stderr(&out).contains("--weights was not used"),
+        "{}",
+        stderr(&out)
+    );
     // The decoder ends with the encoder's model, byte for byte.
     assert_eq!(
         fs::read(d.join("b2.st")).unwrap(),

@@ -229,6 +229,11 @@ pub struct ModelArgs {
     #[arg(long, value_name = "N")]
     pub bptt: Option<usize>,
 
+    /// Bytes from the start of one training window to the next (default: the window, so every
+    /// byte is learned; larger leaves bytes that are only predicted, for speed)
+    #[arg(long, value_name = "N")]
+    pub stride: Option<usize>,
+
     /// Element-wise gradient clip (0: none)
     #[arg(long, value_name = "X")]
     pub clip: Option<f32>,

@@ -302,11 +302,25 @@ fn decompress_one(
             (s, meter.finish())
         }
     };
+    note_unused_weights(shared, &summary_of, label, verbosity);
     if verbosity == Verbosity::Verbose {
         let (raw, lmz) = (summary_of.raw_bytes, summary_of.lmz_bytes);
         summary(label, lmz, raw, (lmz, raw), took, &target.label());
     }
     Ok(())
+}
+
+/// A `--weights` file that a stream did not start from changed nothing; say so rather than let
+/// the user believe it was checked.
+fn note_unused_weights(shared: &Shared, s: &codec::Summary, label: &str, verbosity: Verbosity) {
+    if shared.weights.is_some()
+        && matches!(s.recipe.base, Base::Fresh { .. })
+        && verbosity != Verbosity::Quiet
+    {
+        say(format_args!(
+            "{label}: note: the stream starts from a fresh model; --weights was not used"
+        ));
+    }
 }
 
 /// The length a regular `.lmz` file decodes to, read from its trailer, so that the progress bar
@@ -338,6 +352,7 @@ fn test_one(shared: &Shared, input: &Input, label: &str, verbosity: Verbosity) -
         meter.update(p)
     })?;
     let took = meter.finish();
+    note_unused_weights(shared, &s, label, verbosity);
     match verbosity {
         Verbosity::Quiet => {}
         Verbosity::Normal => say(format_args!("{label}: ok")),

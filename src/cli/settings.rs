@@ -118,6 +118,7 @@ struct Knobs {
     lr: Option<f32>,
     scope: Option<String>,
     bptt: Option<usize>,
+    stride: Option<usize>,
     clip: Option<f32>,
 }
 
@@ -135,6 +136,7 @@ impl RecipePlan {
                 lr: m.lr,
                 scope: m.scope.clone(),
                 bptt: m.bptt,
+                stride: m.stride,
                 clip: m.clip,
             },
         }
@@ -232,6 +234,7 @@ impl Knobs {
             ("--lr", self.lr.is_some()),
             ("--scope", scope.is_some()),
             ("--bptt", self.bptt.is_some()),
+            ("--stride", self.stride.is_some()),
             ("--clip", self.clip.is_some()),
         ] {
             if given && !trains {
@@ -256,6 +259,9 @@ impl Knobs {
                     t.stride.max(w)
                 };
                 t.bptt = w;
+            }
+            if let Some(s) = self.stride {
+                t.stride = s;
             }
             if let Some(c) = self.clip {
                 t.clip = c;
@@ -460,9 +466,23 @@ mod tests {
                     .edit("0..:train(bptt=2,stride=8)", None)
                     .unwrap(),
             ),
+            (
+                &["compress", "--bptt", "8", "--stride", "32"],
+                levels::recipe(DEFAULT_MODEL, levels::DEFAULT_LEVEL)
+                    .edit("0..:train(lr=0.0005,bptt=8,stride=32)", None)
+                    .unwrap(),
+            ),
         ] {
             assert_eq!(recipe(args).unwrap(), want, "{args:?}");
         }
+        // Overlapping segments are not a training mode.
+        let err = recipe(&["compress", "--bptt", "8", "--stride", "4"]).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("stride 4 is out of range"),
+            "{err:#}"
+        );
+        let err = recipe(&["compress", "--optimizer", "none", "--stride", "4"]).unwrap_err();
+        assert!(format!("{err:#}").contains("--stride"), "{err:#}");
     }
 
     #[test]
