@@ -97,8 +97,11 @@ impl Config {
             anyhow::bail!("mamba1 config is too large (at most 64 layers, conv 64, state 256)");
         }
         let params = self.param_count();
-        if params > 256 << 20 {
-            anyhow::bail!("mamba1 config has {params} parameters, more than this build accepts");
+        if params > crate::recipe::MAX_PARAMS {
+            anyhow::bail!(
+                "mamba1 config has {params} parameters; this build accepts at most {}",
+                crate::recipe::MAX_PARAMS
+            );
         }
         Ok(())
     }
@@ -128,19 +131,29 @@ impl Config {
     /// Number of parameters (without the output bias).
     pub fn param_count(&self) -> usize {
         let (h, i, s, k, r) = (self.hidden, self.inner, self.state, self.conv, self.dt_rank);
+        // norm, in_proj, conv1d, x_proj, dt_proj, A_log, D, out_proj (weights and biases)
         let layer = h
-            + 2 * i * h
-            + 2 * i
-            + i * k
-            + i
+            + (2 * i * h + 2 * i)
+            + (i * k + i)
             + (r + 2 * s) * i
-            + i * r
+            + (i * r + i)
+            + i * s
             + i
-            + 2 * i * s
-            + i
-            + h * i
-            + h;
+            + (h * i + h);
         2 * VOCAB * h + h + self.layers * layer
+    }
+
+    /// Floats of one [`State`]: per layer the convolution window and the SSM state.
+    pub fn state_floats(&self) -> usize {
+        let (i, s, k) = (self.inner, self.state, self.conv);
+        self.layers * (i * (k - 1) + i * s)
+    }
+
+    /// Floats of one [`Trace`]: the SSM's `[I, S]` tensors dominate.
+    pub fn trace_floats(&self) -> usize {
+        let (h, i, s, k, r) = (self.hidden, self.inner, self.state, self.conv, self.dt_rank);
+        let layer = 2 * h + 11 * i + i * (k - 1) + (r + 2 * s) + 3 * i * s;
+        self.layers * layer + 2 * h
     }
 }
 
@@ -895,6 +908,75 @@ mod tests {
         }
         net.refresh(&params);
         (net, params)
+    }
+
+    /// Floats a trace holds. The patterns name every field, so a new field fails to compile
+    /// here until it is counted (and [`Config::trace_floats`] learns of it).
+    fn trace_len(t: &Trace) -> usize {
+        let Trace {
+            token: _,
+            layers,
+            h_final,
+            norm_f,
+        } = t;
+        let per_layer = layers.iter().map(|l| {
+            let LayerTrace {
+                h_in,
+                norm,
+                xz,
+                conv_prev,
+                conv_pre,
+                conv_sig,
+                u,
+                proj,
+                dt_pre,
+                dt,
+                gate,
+                gate_sig,
+                y_pre,
+                y,
+                da,
+                ssm_prev,
+                ssm_new,
+            } = l;
+            [
+                h_in, norm, xz, conv_prev, conv_pre, conv_sig, u, proj, dt_pre, dt, gate, gate_sig,
+                y_pre, y, da, ssm_prev, ssm_new,
+            ]
+            .iter()
+            .map(|v| v.len())
+            .sum::<usize>()
+        });
+        per_layer.sum::<usize>() + h_final.len() + norm_f.len()
+    }
+
+    fn state_len(s: &State) -> usize {
+        s.layers
+            .iter()
+            .map(|l| {
+                let LayerState { conv, ssm } = l;
+                conv.len() + ssm.len()
+            })
+            .sum()
+    }
+
+    /// The sizes the recipe's limits are computed from are the sizes the network allocates.
+    #[test]
+    fn registry_state_and_trace_match_their_size_formulas() {
+        let odd = Config {
+            hidden: 5,
+            layers: 3,
+            inner: 7,
+            state: 2,
+            conv: 5,
+            dt_rank: 3,
+        };
+        for cfg in [Config::default(), small(), odd] {
+            let (net, params) = Mamba1::new_random(cfg.clone(), 1).unwrap();
+            assert_eq!(params.len(), cfg.param_count(), "{cfg:?}");
+            assert_eq!(state_len(&net.new_state()), cfg.state_floats(), "{cfg:?}");
+            assert_eq!(trace_len(&net.new_trace()), cfg.trace_floats(), "{cfg:?}");
+        }
     }
 
     fn logits_bits(

@@ -137,8 +137,11 @@ impl Config {
             bail!("rwkv7 config is too large (at most 64 layers)");
         }
         let params = self.param_count();
-        if params > 256 << 20 {
-            bail!("rwkv7 config has {params} parameters, more than this build accepts");
+        if params > crate::recipe::MAX_PARAMS {
+            bail!(
+                "rwkv7 config has {params} parameters; this build accepts at most {}",
+                crate::recipe::MAX_PARAMS
+            );
         }
         Ok(())
     }
@@ -191,6 +194,25 @@ impl Config {
             + (c + 2 * f * c);
         let v_lora = 2 * dv * c + c;
         2 * VOCAB * c + 2 * c + 2 * c + self.layers * block + (self.layers - 1) * v_lora
+    }
+
+    /// Floats of one [`State`]: per layer the two token shifts and the WKV state.
+    pub fn state_floats(&self) -> usize {
+        let c = self.hidden;
+        self.layers * (2 * c + self.heads() * N * N)
+    }
+
+    /// Floats of one [`Trace`]: per layer vectors of the stream's width, the low-rank hiddens,
+    /// the FFN's two `[F]` vectors and the WKV state the step started from.
+    pub fn trace_floats(&self) -> usize {
+        let (c, f, h) = (self.hidden, self.intermediate, self.heads());
+        let (dw, da, dg) = (self.decay_rank, self.a_rank, self.g_rank);
+        // Vectors of width C: x_in, xn, att_prev, six shifts, r, kt, vt, w_sig, w, a, g, v, kk,
+        // b, k, sa, y_wkv, y_head, y_gate, x_mid, xf, ffn_prev, ffn_x.
+        let layer = 28 * c + dw + da + dg + 2 * h + h * N * N + 2 * f;
+        // Blocks after the first also keep the value-residual path's hidden and mix.
+        let v_residual = (self.layers - 1) * (self.v_rank + c);
+        4 * c + self.layers * layer + v_residual
     }
 }
 
@@ -1633,6 +1655,98 @@ mod tests {
         for cfg in bad {
             assert!(cfg.validate().is_err(), "{cfg:?} should be rejected");
             assert!(Rwkv7::new_random(cfg, 1).is_err());
+        }
+    }
+
+    /// Floats a trace holds. The patterns name every field, so a new field fails to compile
+    /// here until it is counted (and [`Config::trace_floats`] learns of it).
+    fn trace_len(t: &Trace) -> usize {
+        let Trace {
+            token: _,
+            x0,
+            v_first,
+            layers,
+            x_final,
+            xo,
+        } = t;
+        let per_layer = layers.iter().map(|l| {
+            let LayerTrace {
+                x_in,
+                xn,
+                att_prev,
+                shift,
+                r,
+                kt,
+                vt,
+                w_hidden,
+                w_sig,
+                w,
+                a_hidden,
+                a,
+                g_hidden,
+                g,
+                v_hidden,
+                nu,
+                v,
+                kk,
+                kk_norm,
+                b,
+                k,
+                wkv_prev,
+                sa,
+                y_wkv,
+                alpha,
+                y_head,
+                y_gate,
+                x_mid,
+                xf,
+                ffn_prev,
+                ffn_x,
+                ffn_pre,
+                ffn_h,
+            } = l;
+            let vectors = [
+                x_in, xn, att_prev, r, kt, vt, w_hidden, w_sig, w, a_hidden, a, g_hidden, g,
+                v_hidden, nu, v, kk, kk_norm, b, k, wkv_prev, sa, y_wkv, alpha, y_head, y_gate,
+                x_mid, xf, ffn_prev, ffn_x, ffn_pre, ffn_h,
+            ];
+            vectors
+                .into_iter()
+                .chain(shift)
+                .map(|v| v.len())
+                .sum::<usize>()
+        });
+        per_layer.sum::<usize>() + x0.len() + v_first.len() + x_final.len() + xo.len()
+    }
+
+    fn state_len(s: &State) -> usize {
+        s.layers
+            .iter()
+            .map(|l| {
+                let LayerState {
+                    att_prev,
+                    wkv,
+                    ffn_prev,
+                } = l;
+                att_prev.len() + wkv.len() + ffn_prev.len()
+            })
+            .sum()
+    }
+
+    /// The sizes the recipe's limits are computed from are the sizes the network allocates.
+    #[test]
+    fn state_and_trace_match_their_size_formulas() {
+        for cfg in [
+            Config::default(),
+            small_cfg(),
+            Config {
+                layers: 1,
+                ..small_cfg()
+            },
+        ] {
+            let (net, _) = Rwkv7::new_random(cfg.clone(), 3).unwrap();
+            assert_eq!(state_len(&net.new_state()), cfg.state_floats(), "{cfg:?}");
+            assert_eq!(trace_len(&net.new_trace()), cfg.trace_floats(), "{cfg:?}");
         }
     }
 

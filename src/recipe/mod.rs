@@ -191,6 +191,17 @@ impl ModelConfig {
 /// anything is allocated.
 pub const MAX_DIM: usize = 1 << 14;
 
+/// Most parameters a model may have in this build (2^25, about 33.5 million): 60 to 110 times
+/// the defaults (0.3–0.5 million), and already far too slow to train byte by byte. Dimensions up
+/// to [`MAX_DIM`] alone would allow billions; this keeps a header from asking for gigabytes.
+pub const MAX_PARAMS: usize = 1 << 25;
+
+/// Most working memory a recipe may need in this build, as [`crate::predictor::working_floats`]
+/// counts it over every action of the schedule: 2 GiB. A model at [`MAX_PARAMS`] trained with
+/// Adam needs a quarter of it; a TBPTT segment keeps up to 64 traces, which for a wide SSM state
+/// can outgrow the parameters.
+pub const MAX_WORKING_BYTES: usize = 2 << 30;
+
 /// How the parameters move on a trained byte.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OptimizerKind {
@@ -526,6 +537,15 @@ impl Recipe {
                 }
             }
         }
+        let bytes = crate::predictor::working_floats(self).saturating_mul(4);
+        if bytes > MAX_WORKING_BYTES {
+            bail!(
+                "this model and schedule need about {} MiB of working memory; this build \
+                 accepts at most {} MiB",
+                bytes >> 20,
+                MAX_WORKING_BYTES >> 20
+            );
+        }
         Ok(())
     }
 
@@ -619,6 +639,89 @@ mod tests {
         t.validate(kind).unwrap();
         t.scope = Scope::NONE;
         assert!(t.validate(kind).is_err());
+    }
+
+    /// The default recipe edited by `text` (sizes, schedule).
+    fn edited(kind: ModelKind, text: &str) -> Recipe {
+        Recipe::default_for(kind).edit(text, None).unwrap()
+    }
+
+    /// The limits leave the defaults far behind and stop what would need gigabytes.
+    #[test]
+    fn size_limits_are_far_above_the_defaults() {
+        for kind in ModelKind::ALL {
+            let longest = format!("0..:train(bptt={MAX_BPTT},stride={MAX_BPTT})");
+            let r = edited(kind, &longest);
+            r.validate().unwrap();
+            assert!(
+                crate::predictor::working_floats(&r) * 4 < MAX_WORKING_BYTES / 16,
+                "{kind:?}"
+            );
+        }
+        let mut wide = Recipe::default_for(ModelKind::Mamba1);
+        if let Base::Fresh { config, .. } = &mut wide.base {
+            config.set_size(Some(4096), Some(4));
+        }
+        let err = wide.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("parameters") && err.contains("at most"),
+            "{err}"
+        );
+    }
+
+    /// Few parameters, but a TBPTT window whose 64 traces of a wide SSM state each weigh as
+    /// much as the model: refused whichever rule of the schedule asks for it.
+    #[test]
+    fn working_memory_counts_every_action_of_the_schedule() {
+        let deep_state =
+            "cfg:hidden=1,layers=1,intermediate=16384,state=256,conv=64,dt_rank=1,seed=0";
+        let kind = ModelKind::Mamba1;
+        edited(kind, &format!("{deep_state} 0..:infer"))
+            .validate()
+            .unwrap();
+        edited(kind, &format!("{deep_state} 0..:train(opt=sgd,bptt=1)"))
+            .validate()
+            .unwrap();
+        let long = format!("train(opt=sgd,bptt={MAX_BPTT},stride={MAX_BPTT})");
+        for schedule in [
+            format!("0..:{long}"),
+            format!("0..1000:infer 1000..:{long}"),
+            format!("0..:repeat(100:infer,{MAX_BPTT}:{long})"),
+        ] {
+            // The same schedule on a small model passes; on this one, it is refused.
+            let r = Recipe {
+                schedule: edited(kind, &format!("cfg:hidden=16 {schedule}")).schedule,
+                ..edited(kind, &format!("{deep_state} 0..:infer"))
+            };
+            let err = r.validate().unwrap_err().to_string();
+            assert!(err.contains("working memory"), "{schedule}: {err}");
+            let err = Recipe::default_for(kind)
+                .edit(&format!("{deep_state} {schedule}"), None)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("working memory"), "{schedule}: {err}");
+        }
+
+        // What rules keep side by side is summed (moments once any rule steps Adam, the
+        // one-step trace once any rule takes one-step updates); segments, one at a time, count
+        // as the largest.
+        let floats = |rules: &str| {
+            crate::predictor::working_floats(&edited(kind, &format!("cfg:hidden=64 {rules}")))
+        };
+        let infer = floats("0..:infer");
+        let sgd1 = floats("0..:train(opt=sgd,bptt=1)");
+        let adam1 = floats("0..:train(opt=adam,bptt=1)");
+        let sgd8 = floats("0..:train(opt=sgd,bptt=8,stride=8)");
+        let sgd64 = floats("0..:train(opt=sgd,bptt=64,stride=64)");
+        assert!(infer < sgd1 && sgd1 < adam1 && sgd8 < sgd64);
+        assert_eq!(
+            floats("0..10:train(opt=sgd,bptt=1) 10..:train(opt=adam,bptt=8,stride=8)"),
+            adam1 + (sgd8 - infer),
+        );
+        assert_eq!(
+            floats("0..10:train(opt=sgd,bptt=64,stride=64) 10..:train(opt=sgd,bptt=8,stride=8)"),
+            sgd64,
+        );
     }
 
     #[test]

@@ -22,6 +22,12 @@ use crate::params::{ParamSet, Scope, Slot};
 use crate::train::logit_gradient;
 use crate::train::optim::{Hyper, Optimizer, TouchedRows};
 
+/// The chunk length a [`Tbptt`] uses for `window`: the requested `chunk`, but never longer than
+/// the window.
+pub fn chunk_len(window: usize, chunk: usize) -> usize {
+    chunk.clamp(1, window.max(1))
+}
+
 /// The segment being collected and the buffers to train on it.
 pub struct Tbptt<N: Network> {
     window: usize,
@@ -41,7 +47,7 @@ pub struct Tbptt<N: Network> {
 
 impl<N: Network> Tbptt<N> {
     pub fn new(net: &N, window: usize, chunk: usize) -> Self {
-        let chunk = chunk.clamp(1, window.max(1));
+        let chunk = chunk_len(window, chunk);
         Self {
             window,
             chunk,

@@ -1,0 +1,111 @@
+//! Golden files: small `.lmz` files committed under `tests/golden/`, one per model and training
+//! mode, beside the input they were made from. Each must decode to that input, and compressing
+//! the input again with the recipe stored in its header must give the file byte for byte. So
+//! files written by an earlier build still decode, and the encoder still writes what it wrote.
+//!
+//! Changing these files is a numerics or format version decision (docs/determinism.md). If a
+//! change makes them fail, either it altered what the encoder computes by accident (fix it), or
+//! on purpose: then bump `format::NUMERICS_VERSION` (or `FORMAT_VERSION` for a layout change)
+//! in the same commit, and regenerate the files with
+//!
+//! ```sh
+//! cargo test --release --test golden_files -- --ignored regenerate_golden_files
+//! ```
+//!
+//! The input is regenerated too, from the same deterministic generators.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use lmzip::codec::{compress_bytes, decompress_bytes};
+use lmzip::format;
+use lmzip::recipe::{ModelKind, Recipe};
+
+fn golden_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
+}
+
+/// The input of every golden file: text, then binary records.
+const INPUT: &str = "input.bin";
+
+fn input() -> Vec<u8> {
+    let mut data = common::text(2048);
+    data.extend(common::binary(1024, 0x601d));
+    data
+}
+
+/// Every golden recipe with its file name, e.g. `rwkv7-adam-bptt8.lmz`.
+fn golden_recipes() -> Vec<(String, Recipe)> {
+    [ModelKind::Mamba1, ModelKind::Rwkv7]
+        .into_iter()
+        .flat_map(common::modes)
+        .map(|r| {
+            (
+                format!("{}.lmz", common::mode_name(&r).replace('/', "-")),
+                r,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn golden_files_decode_and_are_reproduced_byte_for_byte() {
+    let dir = golden_dir();
+    let original = fs::read(dir.join(INPUT)).expect("the golden input is committed");
+    let mut present: Vec<String> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name.ends_with(".lmz"))
+        .collect();
+    present.sort();
+    let mut expected: Vec<String> = golden_recipes().into_iter().map(|(name, _)| name).collect();
+    expected.sort();
+    assert_eq!(
+        present, expected,
+        "the golden files are one per model and mode"
+    );
+
+    for name in expected {
+        let file = fs::read(dir.join(&name)).unwrap();
+        let header = format::read_header(&mut &file[..]).unwrap();
+        assert_eq!(
+            header.numerics_version,
+            format::NUMERICS_VERSION,
+            "{name}: made with another numerics version; see this test's comment"
+        );
+        let decoded = decompress_bytes(&file).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        assert!(decoded == original, "{name}: decodes to other bytes");
+
+        let recipe = Recipe::parse(&header.recipe).unwrap();
+        assert_eq!(
+            format!("{}.lmz", common::mode_name(&recipe).replace('/', "-")),
+            name,
+            "{name}: the header's recipe is another model or mode"
+        );
+        let again = compress_bytes(&recipe, &original).unwrap();
+        assert!(
+            again == file,
+            "{name}: compressing the input again gives other bytes ({} instead of {}); see \
+             this test's comment",
+            again.len(),
+            file.len()
+        );
+    }
+}
+
+/// Writes the input and every golden file. Run on purpose only (see the module comment).
+#[test]
+#[ignore = "rewrites tests/golden/; a numerics or format version decision"]
+fn regenerate_golden_files() {
+    let dir = golden_dir();
+    fs::create_dir_all(&dir).unwrap();
+    let data = input();
+    fs::write(dir.join(INPUT), &data).unwrap();
+    for (name, recipe) in golden_recipes() {
+        let packed = compress_bytes(&recipe, &data).unwrap();
+        fs::write(dir.join(&name), &packed).unwrap();
+        eprintln!("{name}: {} bytes", packed.len());
+    }
+}

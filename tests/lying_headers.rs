@@ -1,0 +1,277 @@
+//! What a header can make the decoder allocate. The recipe in a header sizes the model, and the
+//! frame lengths size the buffers; a file that lies about either must be refused before the
+//! memory is asked for, fast, with a message that says why.
+//!
+//! A counting allocator measures the peak of live heap bytes while each case runs. The tests of
+//! this binary take a lock, so that one measurement sees only its own case (and the harness's
+//! small allocations).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use lmzip::codec::decompress_bytes;
+use lmzip::format::{self, FRAME_MAX, max_words};
+use lmzip::model::{mamba1, rwkv7};
+use lmzip::recipe::{
+    Action, Base, Body, MAX_BPTT, MAX_DIM, ModelConfig, ModelKind, Pos, Recipe, Rule, Span,
+    TrainSpec,
+};
+
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+fn grew(bytes: usize) {
+    let live = LIVE.fetch_add(bytes, Ordering::Relaxed) + bytes;
+    PEAK.fetch_max(live, Ordering::Relaxed);
+}
+
+// SAFETY: every call is passed on to the system allocator unchanged; only sizes are counted.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            grew(layout.size());
+        }
+        p
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            grew(layout.size());
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+            grew(new_size);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Runs `f` and returns its result, the most heap it held at once beyond what was live before,
+/// and how long it took.
+fn measure<T>(f: impl FnOnce() -> T) -> (T, usize, Duration) {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let before = LIVE.load(Ordering::Relaxed);
+    PEAK.store(before, Ordering::Relaxed);
+    let start = Instant::now();
+    let out = f();
+    let elapsed = start.elapsed();
+    let peak = PEAK.load(Ordering::Relaxed).saturating_sub(before);
+    (out, peak, elapsed)
+}
+
+const MIB: usize = 1 << 20;
+
+/// A file that is only a header carrying `recipe` (its canonical text, unvalidated) and the end
+/// of an empty stream.
+fn file_with(recipe: &Recipe) -> Vec<u8> {
+    let mut f = Vec::new();
+    format::write_header(&mut f, &recipe.to_text()).unwrap();
+    format::write_end(&mut f, 0, 0).unwrap();
+    f
+}
+
+/// Decodes a lying file and checks that it was refused with `needle` in the message, within
+/// a megabyte of heap and well under a second (on a loaded machine; it takes microseconds).
+#[track_caller]
+fn refused_at_once(file: &[u8], needle: &str) {
+    let (result, peak, elapsed) = measure(|| decompress_bytes(file));
+    let err = format!("{:#}", result.expect_err("a lying header is refused"));
+    assert!(err.contains(needle), "expected '{needle}' in: {err}");
+    assert!(peak < MIB, "{peak} bytes allocated before refusing: {err}");
+    assert!(
+        elapsed < Duration::from_secs(1),
+        "{elapsed:?} before refusing: {err}"
+    );
+}
+
+/// The default level's schedule on a fresh model of these sizes (not validated).
+fn with_model(config: ModelConfig) -> Recipe {
+    Recipe {
+        base: Base::Fresh { config, seed: 0 },
+        ..Recipe::default_for(ModelKind::Mamba1)
+    }
+}
+
+/// Models of some hundred million parameters: every dimension is within bounds, and so they
+/// were accepted while the cap was 256M parameters (gigabytes with gradients and Adam).
+#[test]
+fn a_header_asking_for_a_huge_model_is_refused_before_allocating() {
+    let mamba = with_model(ModelConfig::Mamba1(mamba1::Config {
+        hidden: 4096,
+        layers: 2,
+        inner: 8192,
+        ..mamba1::Config::default()
+    }));
+    let rwkv = with_model(ModelConfig::Rwkv7(rwkv7::Config {
+        hidden: 1024,
+        layers: 8,
+        intermediate: 4096,
+        ..rwkv7::Config::default()
+    }));
+    for recipe in [mamba, rwkv] {
+        refused_at_once(
+            &file_with(&recipe),
+            "parameters; this build accepts at most",
+        );
+    }
+}
+
+/// Few parameters, but a TBPTT window that keeps 64 traces of an SSM state as large as the
+/// model: the training buffers, not the weights, would take gigabytes.
+#[test]
+fn a_header_asking_for_huge_training_buffers_is_refused_before_allocating() {
+    let mut recipe = with_model(ModelConfig::Mamba1(mamba1::Config {
+        hidden: 1,
+        layers: 1,
+        inner: MAX_DIM,
+        state: 256,
+        conv: 64,
+        dt_rank: 1,
+    }));
+    let long = TrainSpec {
+        bptt: MAX_BPTT,
+        stride: MAX_BPTT,
+        ..TrainSpec::defaults(ModelKind::Mamba1)
+    };
+    recipe.schedule = vec![Rule {
+        span: Span::ALL,
+        body: Body::Action(Action::Train(long)),
+    }];
+    refused_at_once(&file_with(&recipe), "working memory");
+    // The same window in a later rule, after an inferring one: every action is counted.
+    recipe.schedule = vec![
+        Rule {
+            span: Span {
+                start: Pos::Bytes(0),
+                end: Pos::Bytes(1000),
+            },
+            body: Body::Action(Action::Infer),
+        },
+        Rule {
+            span: Span {
+                start: Pos::Bytes(1000),
+                end: Pos::End,
+            },
+            body: Body::Action(Action::Train(long)),
+        },
+    ];
+    refused_at_once(&file_with(&recipe), "working memory");
+}
+
+/// Frame lengths at and beyond their bounds, with nothing behind them: the decoder allocates
+/// at most the frame buffer and the largest word array a frame may have, then finds the file
+/// truncated (or the lengths out of bounds).
+#[test]
+fn frame_lengths_allocate_no_more_than_their_bounds() {
+    let recipe = Recipe::default_for(ModelKind::Mamba1)
+        .edit("cfg:hidden=16,layers=1", None)
+        .unwrap();
+    let frame_bound = FRAME_MAX + 4 * max_words(FRAME_MAX);
+    for (raw_len, words, needle) in [
+        (FRAME_MAX as u32, max_words(FRAME_MAX) as u32, "truncated"),
+        (
+            FRAME_MAX as u32,
+            max_words(FRAME_MAX) as u32 + 1,
+            "cannot code",
+        ),
+        (FRAME_MAX as u32 + 1, 3, "exceeds"),
+        (u32::MAX, u32::MAX, "exceeds"),
+    ] {
+        let mut file = Vec::new();
+        format::write_header(&mut file, &recipe.to_text()).unwrap();
+        file.extend_from_slice(&raw_len.to_le_bytes());
+        file.extend_from_slice(&words.to_le_bytes());
+        let (result, peak, _) = measure(|| decompress_bytes(&file));
+        let err = format!("{:#}", result.unwrap_err());
+        assert!(
+            err.contains(needle),
+            "{raw_len}/{words}: expected '{needle}' in: {err}"
+        );
+        // The tiny model's own buffers are far below a megabyte.
+        assert!(
+            peak < frame_bound + MIB,
+            "{raw_len}/{words}: {peak} bytes allocated"
+        );
+    }
+}
+
+/// The same limit meets a user who asks for too much: a usage error before anything is read.
+#[test]
+fn the_binary_refuses_a_model_above_the_limit() {
+    let out = assert_cmd::Command::new(env!("CARGO_BIN_EXE_lmzip"))
+        .args(["compress", "-c", "--hidden", "4096", "--layers", "2"])
+        .write_stdin("some input")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("parameters; this build accepts at most"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+/// The estimate the limit is checked against follows what decoding really holds: for schedules
+/// that mix one-step updates, SGD, Adam and TBPTT windows, the peak heap of a decode is the
+/// estimate plus the frame buffer and vector-sized scratch, and not far below it.
+#[test]
+fn the_working_memory_estimate_follows_what_decoding_allocates() {
+    let data: Vec<u8> = b"the estimate bounds what the decoder allocates; "
+        .iter()
+        .cycle()
+        .take(700)
+        .copied()
+        .collect();
+    for (kind, text) in [
+        (
+            ModelKind::Mamba1,
+            "cfg:hidden=96,layers=2 0..100:train(opt=sgd,bptt=1) \
+             100..:train(opt=adam,bptt=200,stride=200)",
+        ),
+        (
+            ModelKind::Mamba1,
+            "cfg:hidden=64,layers=1,state=64 0..:repeat(50:infer,100:train(opt=sgd,bptt=100))",
+        ),
+        (
+            ModelKind::Rwkv7,
+            "cfg:hidden=64,layers=2 0..300:train(opt=adam,bptt=1) \
+             300..:train(opt=sgd,bptt=70,stride=70)",
+        ),
+    ] {
+        let recipe = Recipe::default_for(kind).edit(text, None).unwrap();
+        let lmz = lmzip::codec::compress_bytes(&recipe, &data).unwrap();
+        let (out, peak, _) = measure(|| decompress_bytes(&lmz));
+        assert_eq!(out.unwrap(), data);
+        let estimate = 4 * lmzip::predictor::working_floats(&recipe);
+        // The frame buffer, the output, and the network's vector-sized scratch (with the
+        // bookkeeping of each trace's vectors, some hundred bytes a trace).
+        let fixed = FRAME_MAX + data.len().next_power_of_two() + 4 * lmz.len();
+        assert!(
+            peak <= estimate + fixed + 256 * 1024,
+            "{text}: peak {peak} bytes, estimate {estimate} + {fixed}"
+        );
+        assert!(
+            peak >= estimate + FRAME_MAX,
+            "{text}: peak {peak} bytes, estimate {estimate}: the estimate counts too much"
+        );
+    }
+}
