@@ -8,6 +8,8 @@
 #   LMZIP=path/to/lmzip   binary to measure (default: the release build, built if missing)
 #   LMZIP_ARGS="..."      extra compress arguments, e.g. "-9" or "--model rwkv7 --bptt 8"
 #   COMPARE=0             measure lmzip alone (for level tables)
+#   ROUNDTRIP=0           skip lmzip's decompression and its check (for slow level sweeps;
+#                         the other compressors are always checked)
 #
 # gzip -9, bzip2 -9, xz -9e and zstd --ultra -22 are measured where installed.
 
@@ -64,8 +66,8 @@ peak_mb() {
     awk '{ if ($1 ~ /^[0-9]+$/) printf "%.0f", $1 * 1024 / 1e6; else printf "n/a" } END { if (NR == 0) printf "n/a" }' "$work/rss"
 }
 
-# measure FILE NAME COMPRESS DECOMPRESS: COMPRESS reads stdin and writes stdout, DECOMPRESS
-# likewise; prints one table row.
+# measure FILE NAME COMPRESS DECOMPRESS [nocheck]: COMPRESS reads stdin and writes stdout,
+# DECOMPRESS likewise; prints one table row. With nocheck, only compression is run.
 measure() {
     file=$1 name=$2 pack=$3 unpack=$4
     packed="$work/packed" unpacked="$work/unpacked"
@@ -78,6 +80,13 @@ measure() {
     fi
     t1=$(now)
     peak=$(peak_mb)
+    if [ "${5:-check}" = nocheck ]; then
+        printf '| %s | %s | %s | %s | %s | %s | - | %s | not run |\n' \
+            "$(basename "$file")" "$name" "$in_bytes" "$(size "$packed")" \
+            "$(bpb "$(size "$packed")" "$in_bytes")" "$(kbps "$in_bytes" "$t0" "$t1")" "$peak"
+        rm -f "$packed"
+        return 0
+    fi
     if ! sh -c "$unpack" <"$packed" >"$unpacked" 2>"$work/err"; then
         printf '| %s | %s | %s | %s | %s | %s | - | %s | decompress failed: %s |\n' \
             "$(basename "$file")" "$name" "$in_bytes" "$(size "$packed")" \
@@ -109,7 +118,8 @@ for file in "$@"; do
     fi
     # LMZIP_ARGS is split into words on purpose, as a shell would split it.
     measure "$file" "$lmzip_name" \
-        "$lmzip_q compress -q $LMZIP_ARGS" "$lmzip_q decompress -q"
+        "$lmzip_q compress -q $LMZIP_ARGS" "$lmzip_q decompress -q" \
+        "$([ "${ROUNDTRIP:-1}" = 0 ] && echo nocheck || echo check)"
     [ "${COMPARE:-1}" = 0 ] && continue
     command -v gzip >/dev/null && measure "$file" "gzip -9" "gzip -9 -c" "gzip -d -c"
     command -v bzip2 >/dev/null && measure "$file" "bzip2 -9" "bzip2 -9 -c" "bzip2 -d -c"
