@@ -648,7 +648,7 @@ fn levels_and_recipes_are_stored_and_decode_without_flags() {
     for (args, needles) in [
         (
             &["-1", "l"][..],
-            &["cfg:hidden=32,layers=1,", "lr=0.002,stride=16,bptt=16"][..],
+            &["cfg:hidden=64,layers=1,", "lr=0.001,stride=16,bptt=16"][..],
         ),
         (
             &["-9", "--hidden", "16", "--layers", "1", "l"],
@@ -663,7 +663,7 @@ fn levels_and_recipes_are_stored_and_decode_without_flags() {
                 "l",
             ],
             &[
-                "hidden=16,layers=1,",
+                "hidden=16,layers=2,",
                 "0..1K:train(",
                 "bptt=4",
                 "1K..:infer",

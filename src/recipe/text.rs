@@ -946,7 +946,7 @@ mod tests {
         let r = mamba();
         assert_eq!(
             r.to_text(),
-            "mamba1 cfg:hidden=128,layers=2,intermediate=256,state=16,conv=4,dt_rank=8,seed=0 \
+            "mamba1 cfg:hidden=128,layers=3,intermediate=256,state=16,conv=4,dt_rank=8,seed=0 \
              0..:train(scope=all,opt=adam,lr=0.0005,stride=16,bptt=16,clip=0)"
         );
         assert_eq!(Recipe::parse(&r.to_text()).unwrap(), r);
@@ -964,10 +964,10 @@ mod tests {
         let ModelConfig::Mamba1(c) = r.config() else {
             panic!()
         };
-        assert_eq!((c.hidden, c.inner, c.layers), (32, 64, 2));
+        assert_eq!((c.hidden, c.inner, c.layers), (32, 64, 3));
         assert_eq!(
             r.to_text(),
-            "mamba1 cfg:hidden=32,layers=2,intermediate=64,state=16,conv=4,dt_rank=8,seed=9 \
+            "mamba1 cfg:hidden=32,layers=3,intermediate=64,state=16,conv=4,dt_rank=8,seed=9 \
              0..64K:train(scope=all,opt=sgd,lr=0.05,stride=1,bptt=1,clip=0) 64K..90%:infer \
              90%..:repeat(1K:train(scope=head+bias,opt=adam,lr=0.002,stride=16,bptt=8,clip=0),\
              3K:infer)"
