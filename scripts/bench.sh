@@ -55,7 +55,7 @@ bpb() {
 size() { wc -c <"$1" | tr -d ' '; }
 
 # GNU time reports the peak resident set of the command it runs; without it the column says n/a.
-if [ -x /usr/bin/time ] && /usr/bin/time -f %M true >/dev/null 2>&1; then
+if [ -x /usr/bin/time ] && /usr/bin/time -o /dev/null -f %M true >/dev/null 2>&1; then
     timed() { /usr/bin/time -o "$work/rss" -f %M "$@"; }
 else
     timed() { echo n/a >"$work/rss"; "$@"; }

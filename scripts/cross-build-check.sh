@@ -96,8 +96,10 @@ echo
 # --- inputs ----------------------------------------------------------------------------------
 
 mkdir "$work/in"
-# English-like text from a fixed word list and a fixed linear congruential sequence (whose
-# products stay below 2^53, exact in awk's doubles).
+# The generators write a little past N bytes to FILE and cut it there (a file, not `head -c`, so
+# no writer dies of a closed pipe under pipefail).
+# gen_text N FILE: English-like text from a fixed word list and a fixed linear congruential
+# sequence (whose products stay below 2^53, exact in awk's doubles).
 gen_text() {
     awk -v n="$1" 'BEGIN {
         nw = split("the a model learns each byte as it comes and range coder spends few bits " \
@@ -109,10 +111,11 @@ gen_text() {
             printf "%s%s", word, (x % 13 == 0 ? ".\n" : " ")
             out += length(word) + 1
         }
-    }' | head -c "$1"
+    }' >"$2"
+    truncate -s "$1" "$2"
 }
-# Little-endian records as a binary format has them: a counter, a slowly moving value, a flag
-# and a noise byte.
+# gen_binary N FILE: little-endian records as a binary format has them: a counter, a slowly
+# moving value, a flag and a noise byte.
 gen_binary() {
     local n=$1 i=0 x=12345 s="" e b
     while [ $((i * 6)) -lt "$n" ]; do
@@ -125,7 +128,8 @@ gen_binary() {
         i=$((i + 1))
     done
     # shellcheck disable=SC2059 # the escapes are the data
-    printf "$s" | head -c "$n"
+    printf "$s" >"$2"
+    truncate -s "$n" "$2"
 }
 
 if [ "${#files[@]}" -gt 0 ]; then
@@ -134,8 +138,8 @@ if [ "${#files[@]}" -gt 0 ]; then
         head -c "$prefix" "${files[$i]}" >"$work/in/$((i + 1))-$(basename "${files[$i]}")"
     done
 else
-    gen_text 8192 >"$work/in/text"
-    gen_binary 8192 >"$work/in/records"
+    gen_text 8192 "$work/in/text"
+    gen_binary 8192 "$work/in/records"
 fi
 inputs=("$work"/in/*)
 

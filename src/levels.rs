@@ -4,7 +4,8 @@
 //! recipe is lmzip's measured default.
 //!
 //! The Mamba-1 recipes are measured on whole files (README, "Levels"); the RWKV-7 ones follow
-//! the same sizes (in whole heads of 64) and are measured at level 4 only. A change here changes
+//! them in whole heads of 64 (level 3 is one 128-wide block rather than two 96-wide ones) and
+//! are measured at level 4 only. A change here changes
 //! what a level means for new files only — old files carry their recipe.
 
 use crate::recipe::{Action, ModelConfig, ModelKind, Recipe, TrainSpec};
@@ -127,12 +128,14 @@ mod tests {
 
     #[test]
     fn levels_grow_the_model_from_fast_to_best() {
-        let params = |level| match *recipe(ModelKind::Mamba1, level).config() {
-            ModelConfig::Mamba1(ref c) => c.param_count(),
-            ModelConfig::Rwkv7(ref c) => c.param_count(),
-        };
-        for level in 1..MAX_LEVEL {
-            assert!(params(level) < params(level + 1), "level {level}");
+        for kind in ModelKind::ALL {
+            let params = |level| match *recipe(kind, level).config() {
+                ModelConfig::Mamba1(ref c) => c.param_count(),
+                ModelConfig::Rwkv7(ref c) => c.param_count(),
+            };
+            for level in 1..MAX_LEVEL {
+                assert!(params(level) < params(level + 1), "{kind:?} level {level}");
+            }
         }
     }
 }

@@ -7,7 +7,7 @@
 //! small allocations).
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -64,10 +64,15 @@ static ALLOCATOR: Counting = Counting;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
+/// The heap counter sees every thread, so each test holds this for its whole body: another
+/// test's allocations (outside its own measured window too) must not land in a measurement.
+fn alone() -> MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Runs `f` and returns its result, the most heap it held at once beyond what was live before,
-/// and how long it took.
+/// and how long it took. The caller holds [`alone`].
 fn measure<T>(f: impl FnOnce() -> T) -> (T, usize, Duration) {
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let before = LIVE.load(Ordering::Relaxed);
     PEAK.store(before, Ordering::Relaxed);
     let start = Instant::now();
@@ -89,7 +94,8 @@ fn file_with(recipe: &Recipe) -> Vec<u8> {
 }
 
 /// Decodes a lying file and checks that it was refused with `needle` in the message, within
-/// a megabyte of heap and well under a second (on a loaded machine; it takes microseconds).
+/// a megabyte of heap and without doing the work it asked for (a refusal takes microseconds;
+/// the bound is loose enough for any loaded machine and still catches a model being built).
 #[track_caller]
 fn refused_at_once(file: &[u8], needle: &str) {
     let (result, peak, elapsed) = measure(|| decompress_bytes(file));
@@ -97,7 +103,7 @@ fn refused_at_once(file: &[u8], needle: &str) {
     assert!(err.contains(needle), "expected '{needle}' in: {err}");
     assert!(peak < MIB, "{peak} bytes allocated before refusing: {err}");
     assert!(
-        elapsed < Duration::from_secs(1),
+        elapsed < Duration::from_secs(10),
         "{elapsed:?} before refusing: {err}"
     );
 }
@@ -114,6 +120,7 @@ fn with_model(config: ModelConfig) -> Recipe {
 /// were accepted while the cap was 256M parameters (gigabytes with gradients and Adam).
 #[test]
 fn a_header_asking_for_a_huge_model_is_refused_before_allocating() {
+    let _alone = alone();
     let mamba = with_model(ModelConfig::Mamba1(mamba1::Config {
         hidden: 4096,
         layers: 2,
@@ -138,6 +145,7 @@ fn a_header_asking_for_a_huge_model_is_refused_before_allocating() {
 /// model: the training buffers, not the weights, would take gigabytes.
 #[test]
 fn a_header_asking_for_huge_training_buffers_is_refused_before_allocating() {
+    let _alone = alone();
     let mut recipe = with_model(ModelConfig::Mamba1(mamba1::Config {
         hidden: 1,
         layers: 1,
@@ -181,6 +189,7 @@ fn a_header_asking_for_huge_training_buffers_is_refused_before_allocating() {
 /// truncated (or the lengths out of bounds).
 #[test]
 fn frame_lengths_allocate_no_more_than_their_bounds() {
+    let _alone = alone();
     let recipe = Recipe::default_for(ModelKind::Mamba1)
         .edit("cfg:hidden=16,layers=1", None)
         .unwrap();
@@ -216,6 +225,7 @@ fn frame_lengths_allocate_no_more_than_their_bounds() {
 /// The same limit meets a user who asks for too much: a usage error before anything is read.
 #[test]
 fn the_binary_refuses_a_model_above_the_limit() {
+    let _alone = alone();
     let out = assert_cmd::Command::new(env!("CARGO_BIN_EXE_lmzip"))
         .args(["compress", "-c", "--hidden", "4096", "--layers", "2"])
         .write_stdin("some input")
@@ -235,6 +245,7 @@ fn the_binary_refuses_a_model_above_the_limit() {
 /// estimate plus the frame buffer and vector-sized scratch, and not far below it.
 #[test]
 fn the_working_memory_estimate_follows_what_decoding_allocates() {
+    let _alone = alone();
     let data: Vec<u8> = b"the estimate bounds what the decoder allocates; "
         .iter()
         .cycle()

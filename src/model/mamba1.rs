@@ -62,8 +62,8 @@ pub struct Config {
 }
 
 impl Default for Config {
-    /// The measured default (README.md, "Defaults"): small enough that weights and Adam moments
-    /// stay near the core's cache.
+    /// The base sizes that levels edit (src/levels.rs; the default level is three blocks of
+    /// these): small enough that weights and Adam moments stay near the core's cache.
     fn default() -> Self {
         Self {
             hidden: 128,

@@ -95,7 +95,7 @@ pub struct Config {
 
 impl Default for Config {
     /// Two heads, two blocks, FFN four times as wide: about half a million parameters, small
-    /// enough to train byte by byte.
+    /// enough to train byte by byte. Levels edit these sizes (src/levels.rs).
     fn default() -> Self {
         Self {
             hidden: 128,

@@ -68,7 +68,7 @@ impl ModelConfig {
         }
     }
 
-    /// The model's own default sizes (the sizes of the default level).
+    /// The model's base sizes; levels edit them (the default level adds a third block).
     pub fn default_for(kind: ModelKind) -> Self {
         match kind {
             ModelKind::Mamba1 => ModelConfig::Mamba1(mamba1::Config::default()),
@@ -191,8 +191,8 @@ impl ModelConfig {
 /// anything is allocated.
 pub const MAX_DIM: usize = 1 << 14;
 
-/// Most parameters a model may have in this build (2^25, about 33.5 million): 60 to 110 times
-/// the defaults (0.3–0.5 million), and already far too slow to train byte by byte. Dimensions up
+/// Most parameters a model may have in this build (2^25, about 33.5 million): 46 to 80 times
+/// the defaults (0.42–0.72 million), and already far too slow to train byte by byte. Dimensions up
 /// to [`MAX_DIM`] alone would allow billions; this keeps a header from asking for gigabytes.
 pub const MAX_PARAMS: usize = 1 << 25;
 
