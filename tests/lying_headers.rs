@@ -7,8 +7,8 @@
 //! small allocations).
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::{Mutex, MutexGuard};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use lmzip::codec::decompress_bytes;
