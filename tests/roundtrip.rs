@@ -2,6 +2,9 @@
 //! each model and training mode on the inputs that break compressors (empty, one byte, all byte
 //! values, long runs, random data, text), and golden hashes that pin the compressed bytes.
 
+mod common;
+
+use common::text;
 use lmzip::codec::{compress_bytes, decompress_bytes};
 use lmzip::recipe::{ModelKind, Recipe};
 
@@ -38,39 +41,6 @@ fn xorshift_bytes(n: usize, mut seed: u64) -> Vec<u8> {
             (seed >> 24) as u8
         })
         .collect()
-}
-
-fn text(n: usize) -> Vec<u8> {
-    let words = [
-        "the",
-        "model",
-        "learns",
-        "each",
-        "byte",
-        "as",
-        "it",
-        "comes,",
-        "and",
-        "a",
-        "range",
-        "coder",
-        "spends",
-        "few",
-        "bits",
-        "on",
-        "what",
-        "it",
-        "expected.\n",
-    ];
-    let mut out = Vec::with_capacity(n);
-    let mut i = 0usize;
-    while out.len() < n {
-        out.extend_from_slice(words[(i * 7 + i / 19) % words.len()].as_bytes());
-        out.push(b' ');
-        i += 1;
-    }
-    out.truncate(n);
-    out
 }
 
 fn inputs() -> Vec<(&'static str, Vec<u8>)> {
