@@ -1,12 +1,15 @@
-//! Per-byte cost of the default models: the forward pass alone, and a whole learning step
-//! (backward, optimizer step and the next forward) for each training mode.
-//! `cargo bench --bench per_byte`
+//! Per-byte cost of both models at the default level's size: the forward pass alone, and a
+//! whole learning step (backward, optimizer step and the next forward) for each training mode,
+//! one-step and TBPTT.
+//! `cargo bench --bench per_byte` (a filter such as `-- rwkv7` runs part of it)
 
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use lmzip::model::Network;
 use lmzip::model::mamba1::Mamba1;
+use lmzip::model::rwkv7::Rwkv7;
+use lmzip::params::ParamSet;
 use lmzip::predictor;
 use lmzip::recipe::{ModelConfig, ModelKind, Recipe};
 
@@ -14,16 +17,11 @@ fn text() -> Vec<u8> {
     b"It was the best of times, it was the worst of times, it was the age of wisdom. ".repeat(64)
 }
 
-fn forward(c: &mut Criterion) {
-    let recipe = Recipe::default_for(ModelKind::Mamba1);
-    let ModelConfig::Mamba1(cfg) = recipe.config().clone() else {
-        unreachable!()
-    };
-    let (mut net, params) = Mamba1::new_random(cfg, 0).unwrap();
+fn bench_forward<N: Network>(c: &mut Criterion, name: &str, mut net: N, params: ParamSet) {
     let mut state = net.new_state();
     let data = text();
     let mut i = 0;
-    c.bench_function("mamba1 forward", |b| {
+    c.bench_function(name, |b| {
         b.iter(|| {
             i = (i + 1) % data.len();
             black_box(net.forward(&params, &mut state, data[i], None)[0])
@@ -31,25 +29,42 @@ fn forward(c: &mut Criterion) {
     });
 }
 
+fn forward(c: &mut Criterion) {
+    for kind in [ModelKind::Mamba1, ModelKind::Rwkv7] {
+        let name = format!("{} forward", kind.name());
+        match Recipe::default_for(kind).config().clone() {
+            ModelConfig::Mamba1(cfg) => {
+                let (net, params) = Mamba1::new_random(cfg, 0).unwrap();
+                bench_forward(c, &name, net, params);
+            }
+            ModelConfig::Rwkv7(cfg) => {
+                let (net, params) = Rwkv7::new_random(cfg, 0).unwrap();
+                bench_forward(c, &name, net, params);
+            }
+        }
+    }
+}
+
 fn learn(c: &mut Criterion) {
-    for (name, rule) in [
-        ("mamba1 learn sgd bptt1", "0..:train(opt=sgd)"),
-        ("mamba1 learn adam bptt1", "0..:train(opt=adam)"),
-        ("mamba1 learn adam bptt8", "0..:train(opt=adam,bptt=8)"),
-    ] {
-        let recipe = Recipe::default_for(ModelKind::Mamba1)
-            .edit(rule, None)
-            .unwrap();
-        let mut p = predictor::build(&recipe, None).unwrap();
-        let data = text();
-        let mut i = 0;
-        c.bench_function(name, |b| {
-            b.iter(|| {
-                i = (i + 1) % data.len();
-                p.learn(data[i]);
-                black_box(p.pdf()[0])
-            })
-        });
+    for kind in [ModelKind::Mamba1, ModelKind::Rwkv7] {
+        for (mode, rule) in [
+            ("sgd bptt1", "0..:train(opt=sgd)"),
+            ("adam bptt1", "0..:train(opt=adam)"),
+            ("adam bptt8", "0..:train(opt=adam,bptt=8)"),
+            ("adam bptt16", "0..:train(opt=adam,bptt=16)"),
+        ] {
+            let recipe = Recipe::default_for(kind).edit(rule, None).unwrap();
+            let mut p = predictor::build(&recipe, None).unwrap();
+            let data = text();
+            let mut i = 0;
+            c.bench_function(&format!("{} learn {mode}", kind.name()), |b| {
+                b.iter(|| {
+                    i = (i + 1) % data.len();
+                    p.learn(data[i]);
+                    black_box(p.pdf()[0])
+                })
+            });
+        }
     }
 }
 

@@ -13,7 +13,7 @@ pub const MAGIC: [u8; 4] = *b"LMZ\x1a";
 pub const FORMAT_VERSION: u8 = 1;
 /// Version of the computation: bumped whenever the bytes the encoder produces for a recipe
 /// change (model math, quantisation, training order). A file decodes only with the same version.
-pub const NUMERICS_VERSION: u8 = 1;
+pub const NUMERICS_VERSION: u8 = 2;
 /// Input bytes per frame. A frame is coded as a whole, so this bounds memory on both sides.
 pub const FRAME_MAX: usize = 1 << 20;
 /// Largest accepted recipe text.
