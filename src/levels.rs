@@ -129,10 +129,7 @@ mod tests {
     #[test]
     fn levels_grow_the_model_from_fast_to_best() {
         for kind in ModelKind::ALL {
-            let params = |level| match *recipe(kind, level).config() {
-                ModelConfig::Mamba1(ref c) => c.param_count(),
-                ModelConfig::Rwkv7(ref c) => c.param_count(),
-            };
+            let params = |level| recipe(kind, level).config().param_count();
             for level in 1..MAX_LEVEL {
                 assert!(params(level) < params(level + 1), "{kind:?} level {level}");
             }

@@ -116,10 +116,12 @@ pub fn build(recipe: &Recipe, weights: Option<&Weights>) -> Result<Box<dyn ByteP
 /// [`Recipe::validate`] refuses a recipe whose estimate exceeds what this build accepts, and
 /// header parsing validates, so a header cannot make the decoder allocate more than that.
 pub fn working_floats(recipe: &Recipe) -> usize {
-    let (params, trace, state) = match recipe.config() {
-        ModelConfig::Mamba1(c) => (c.param_count(), c.trace_floats(), c.state_floats()),
-        ModelConfig::Rwkv7(c) => (c.param_count(), c.trace_floats(), c.state_floats()),
-    };
+    let config = recipe.config();
+    let (params, trace, state) = (
+        config.param_count(),
+        config.trace_floats(),
+        config.state_floats(),
+    );
     let params = params + VOCAB; // the output bias
     let specs: Vec<&TrainSpec> = recipe
         .actions()

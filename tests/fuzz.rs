@@ -21,7 +21,7 @@ use std::sync::OnceLock;
 use lmzip::codec::decompress_bytes;
 use lmzip::format::{self, FRAME_MAX, MAGIC, max_words};
 use lmzip::predictor::working_floats;
-use lmzip::recipe::{MAX_PARAMS, MAX_WORKING_BYTES, ModelConfig, ModelKind, OptimizerKind, Recipe};
+use lmzip::recipe::{MAX_PARAMS, MAX_WORKING_BYTES, ModelKind, OptimizerKind, Recipe};
 use proptest::prelude::*;
 
 /// A small valid file: the original and its compressed form (Mamba-1 with Adam, so that the
@@ -311,19 +311,11 @@ fn config(cases: u32) -> ProptestConfig {
     }
 }
 
-/// Parameters of an accepted recipe.
-fn param_count(r: &Recipe) -> usize {
-    match r.config() {
-        ModelConfig::Mamba1(c) => c.param_count(),
-        ModelConfig::Rwkv7(c) => c.param_count(),
-    }
-}
-
 /// An accepted recipe is valid, within this build's limits, and its canonical text reads back
 /// to the same recipe.
 fn within_limits(recipe: &Recipe) -> Result<(), TestCaseError> {
     prop_assert!(recipe.validate().is_ok());
-    prop_assert!(param_count(recipe) <= MAX_PARAMS);
+    prop_assert!(recipe.config().param_count() <= MAX_PARAMS);
     prop_assert!(working_floats(recipe) * 4 <= MAX_WORKING_BYTES);
     let text = recipe.to_text();
     match Recipe::parse(&text) {

@@ -1733,17 +1733,23 @@ mod tests {
             .sum()
     }
 
-    /// The sizes the recipe's limits are computed from are the sizes the network allocates.
-    #[test]
-    fn state_and_trace_match_their_size_formulas() {
-        for cfg in [
+    /// The configurations whose size formulas are checked against what the network allocates:
+    /// the default, a small one, and one block (no value-residual path).
+    fn size_cases() -> [Config; 3] {
+        [
             Config::default(),
             small_cfg(),
             Config {
                 layers: 1,
                 ..small_cfg()
             },
-        ] {
+        ]
+    }
+
+    /// The sizes the recipe's limits are computed from are the sizes the network allocates.
+    #[test]
+    fn state_and_trace_match_their_size_formulas() {
+        for cfg in size_cases() {
             let (net, _) = Rwkv7::new_random(cfg.clone(), 3).unwrap();
             assert_eq!(state_len(&net.new_state()), cfg.state_floats(), "{cfg:?}");
             assert_eq!(trace_len(&net.new_trace()), cfg.trace_floats(), "{cfg:?}");
@@ -1752,14 +1758,7 @@ mod tests {
 
     #[test]
     fn registry_matches_param_count_and_layout() {
-        for cfg in [
-            Config::default(),
-            small_cfg(),
-            Config {
-                layers: 1,
-                ..small_cfg()
-            },
-        ] {
+        for cfg in size_cases() {
             let (_, params) = Rwkv7::new_random(cfg.clone(), 3).unwrap();
             assert_eq!(params.len(), cfg.param_count(), "{cfg:?}");
         }

@@ -76,6 +76,30 @@ impl ModelConfig {
         }
     }
 
+    /// Number of parameters (without the output bias).
+    pub fn param_count(&self) -> usize {
+        match self {
+            ModelConfig::Mamba1(c) => c.param_count(),
+            ModelConfig::Rwkv7(c) => c.param_count(),
+        }
+    }
+
+    /// Floats of the network's recurrent state.
+    pub fn state_floats(&self) -> usize {
+        match self {
+            ModelConfig::Mamba1(c) => c.state_floats(),
+            ModelConfig::Rwkv7(c) => c.state_floats(),
+        }
+    }
+
+    /// Floats of one byte's trace (what backward needs of the forward step).
+    pub fn trace_floats(&self) -> usize {
+        match self {
+            ModelConfig::Mamba1(c) => c.trace_floats(),
+            ModelConfig::Rwkv7(c) => c.trace_floats(),
+        }
+    }
+
     pub fn validate(&self) -> Result<()> {
         match self {
             ModelConfig::Mamba1(c) => c.validate(),
