@@ -11,7 +11,7 @@ use lmzip::model::mamba1::Mamba1;
 use lmzip::model::rwkv7::Rwkv7;
 use lmzip::params::ParamSet;
 use lmzip::predictor;
-use lmzip::recipe::{ModelConfig, ModelKind, Recipe};
+use lmzip::recipe::{ModelConfig, ModelKind};
 
 fn text() -> Vec<u8> {
     b"It was the best of times, it was the worst of times, it was the age of wisdom. ".repeat(64)
@@ -32,7 +32,7 @@ fn bench_forward<N: Network>(c: &mut Criterion, name: &str, mut net: N, params: 
 fn forward(c: &mut Criterion) {
     for kind in [ModelKind::Mamba1, ModelKind::Rwkv7] {
         let name = format!("{} forward", kind.name());
-        match Recipe::default_for(kind).config().clone() {
+        match lmzip::levels::default_recipe(kind).config().clone() {
             ModelConfig::Mamba1(cfg) => {
                 let (net, params) = Mamba1::new_random(cfg, 0).unwrap();
                 bench_forward(c, &name, net, params);
@@ -53,7 +53,9 @@ fn learn(c: &mut Criterion) {
             ("adam bptt8", "0..:train(opt=adam,bptt=8)"),
             ("adam bptt16", "0..:train(opt=adam,bptt=16)"),
         ] {
-            let recipe = Recipe::default_for(kind).edit(rule, None).unwrap();
+            let recipe = lmzip::levels::default_recipe(kind)
+                .edit(rule, None)
+                .unwrap();
             let mut p = predictor::build(&recipe, None).unwrap();
             let data = text();
             let mut i = 0;

@@ -65,6 +65,11 @@ pub const LEVELS: [Level; MAX_LEVEL as usize] = [
     },
 ];
 
+/// The recipe used when none is asked for: the default level's.
+pub fn default_recipe(kind: ModelKind) -> Recipe {
+    recipe(kind, DEFAULT_LEVEL)
+}
+
 /// The recipe of a level (clamped to 1..=9) for a model.
 pub fn recipe(kind: ModelKind, level: u8) -> Recipe {
     let entry = &LEVELS[(level.clamp(1, MAX_LEVEL) - 1) as usize];

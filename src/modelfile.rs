@@ -23,8 +23,9 @@ use anyhow::{Context, Result, bail};
 use safetensors::{Dtype, SafeTensors};
 use sha2::{Digest, Sha256};
 
+use crate::model::Build;
 use crate::model::{mamba1, rwkv7};
-use crate::params::{Group, ParamSet};
+use crate::params::{Group, ParamSet, TensorSource};
 use crate::recipe::{Base, ModelConfig, ModelKind, hex};
 
 /// Names of tensors and metadata keys that are not weights but resume data.
@@ -45,6 +46,12 @@ pub struct FileTensor {
 pub struct ModelFile {
     pub tensors: BTreeMap<String, FileTensor>,
     pub metadata: BTreeMap<String, String>,
+}
+
+impl TensorSource for ModelFile {
+    fn tensor_shape(&self, name: &str) -> Option<&[usize]> {
+        self.tensors.get(name).map(|t| t.shape.as_slice())
+    }
 }
 
 impl ModelFile {
@@ -79,30 +86,6 @@ impl ModelFile {
         Ok(ModelFile { tensors, metadata })
     }
 
-    /// The shape of a tensor, or an error naming it.
-    pub fn shape(&self, name: &str) -> Result<&[usize]> {
-        self.tensors
-            .get(name)
-            .map(|t| t.shape.as_slice())
-            .with_context(|| format!("model file lacks tensor {name}"))
-    }
-
-    /// Dimension `axis` of a tensor of the given rank.
-    pub fn dim(&self, name: &str, rank: usize, axis: usize) -> Result<usize> {
-        let shape = self.shape(name)?;
-        if shape.len() != rank {
-            bail!("tensor {name} has shape {shape:?}, expected rank {rank}");
-        }
-        Ok(shape[axis])
-    }
-
-    /// Number of blocks: the count of consecutive `prefix{N}suffix` tensors from N = 0.
-    pub fn count_layers(&self, prefix: &str, suffix: &str) -> usize {
-        (0..)
-            .take_while(|n| self.tensors.contains_key(&format!("{prefix}{n}{suffix}")))
-            .count()
-    }
-
     /// Which model the file holds, and in which layout.
     pub fn layout(&self) -> Result<Layout> {
         let has = |n: &str| self.tensors.contains_key(n);
@@ -134,9 +117,9 @@ impl ModelFile {
         let native = self.native()?;
         Ok(match self.layout()? {
             Layout::Mamba1 | Layout::Mamba1Official => {
-                ModelConfig::Mamba1(mamba1::Config::infer(&native)?)
+                ModelConfig::Mamba1(mamba1::Config::infer(native.as_ref())?)
             }
-            Layout::Rwkv7 => ModelConfig::Rwkv7(rwkv7::Config::infer(&native)?),
+            Layout::Rwkv7 => ModelConfig::Rwkv7(rwkv7::Config::infer(native.as_ref())?),
         })
     }
 
@@ -350,26 +333,34 @@ fn widen(dtype: Dtype, bytes: &[u8]) -> Result<Vec<f32>> {
     })
 }
 
-/// Fills every tensor of `params` from `file` by name. Tensors of the file that `params` lacks
-/// are refused, except `optional` ones, which are added to `params` in the given group when
-/// present (the output bias of a saved predictor, say).
-pub fn fill_params(
-    params: &mut ParamSet,
+/// Builds the network a native-layout file holds: its sizes read off the shapes, its layout
+/// registered, `extra` tensors (name, shape, group: the output bias, say) added after it, and
+/// every tensor filled by name ([`fill_params`]); an extra tensor the file lacks stays zero.
+pub fn load<N: Build>(
     file: &ModelFile,
-    optional: &[(&str, Group)],
-) -> Result<()> {
-    for &(name, group) in optional {
-        if let Some(t) = file.tensors.get(name)
-            && params.find(name).is_none()
-        {
-            params.add(name, &t.shape, group);
-        }
+    extra: &[(&str, &[usize], Group)],
+) -> Result<(N, ParamSet)> {
+    let (net, mut params) = N::new(N::infer(file)?)?;
+    for &(name, shape, group) in extra {
+        params.add(name, shape, group);
     }
+    let optional: Vec<&str> = extra.iter().map(|e| e.0).collect();
+    fill_params(&mut params, file, &optional)?;
+    Ok((net, params))
+}
+
+/// Fills every tensor of `params` from `file` by name: the one loader of every layout. A tensor
+/// named in `optional` (the output bias of a saved predictor, say) keeps its value when the
+/// file lacks it; every other tensor must be in the file with the same shape, and the file may
+/// hold nothing else but resume data.
+pub fn fill_params(params: &mut ParamSet, file: &ModelFile, optional: &[&str]) -> Result<()> {
     for info in &params.tensors {
-        let t = file
-            .tensors
-            .get(&info.name)
-            .with_context(|| format!("model file lacks tensor {}", info.name))?;
+        let Some(t) = file.tensors.get(&info.name) else {
+            if optional.contains(&info.name.as_str()) {
+                continue;
+            }
+            bail!("model file lacks tensor {}", info.name);
+        };
         if t.shape != info.shape {
             bail!(
                 "tensor {} has shape {:?} in the model file, but the model needs {:?}",
@@ -550,10 +541,21 @@ mod tests {
         fewer.add("a.weight", &[2, 3], 0);
         let err = fill_params(&mut fewer, &file, &[]).unwrap_err().to_string();
         assert!(err.contains("has tensor b"), "{err}");
+        // An optional tensor is filled when the file has it and kept when it does not.
         let mut optional = ParamSet::new();
         optional.add("a.weight", &[2, 3], 0);
-        fill_params(&mut optional, &file, &[("b", 1)]).unwrap();
+        optional.add("b", &[4], 1);
+        fill_params(&mut optional, &file, &["b"]).unwrap();
         assert_eq!(optional.data[6..], [0.1, 0.2, 0.3, 0.4]);
+        let mut kept = ParamSet::new();
+        kept.add("a.weight", &[2, 3], 0);
+        kept.add("b", &[4], 1);
+        kept.add("bias", &[2], 2);
+        kept.data[10..].copy_from_slice(&[7.0, 8.0]);
+        fill_params(&mut kept, &file, &["bias"]).unwrap();
+        assert_eq!(kept.data[10..], [7.0, 8.0]);
+        let err = fill_params(&mut kept, &file, &[]).unwrap_err().to_string();
+        assert!(err.contains("lacks tensor bias"), "{err}");
 
         assert!(ModelFile::from_bytes(b"not a model").is_err());
     }

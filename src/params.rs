@@ -195,6 +195,38 @@ impl ParamSet {
     }
 }
 
+/// Named tensors to read a network's sizes and weights from, as model files provide them: the
+/// seam that keeps file formats out of the models. A model infers its sizes through it; the
+/// loader that fills a [`ParamSet`] by name lives with the file format.
+pub trait TensorSource {
+    /// The shape of tensor `name`, if the source has it.
+    fn tensor_shape(&self, name: &str) -> Option<&[usize]>;
+
+    /// The shape of a tensor, or an error naming it.
+    fn shape(&self, name: &str) -> Result<&[usize]> {
+        match self.tensor_shape(name) {
+            Some(shape) => Ok(shape),
+            None => bail!("model file lacks tensor {name}"),
+        }
+    }
+
+    /// Dimension `axis` of a tensor of the given rank.
+    fn dim(&self, name: &str, rank: usize, axis: usize) -> Result<usize> {
+        let shape = self.shape(name)?;
+        if shape.len() != rank {
+            bail!("tensor {name} has shape {shape:?}, expected rank {rank}");
+        }
+        Ok(shape[axis])
+    }
+
+    /// Number of blocks: the count of consecutive `prefix{N}suffix` tensors from N = 0.
+    fn count_layers(&self, prefix: &str, suffix: &str) -> usize {
+        (0..)
+            .take_while(|n| self.tensor_shape(&format!("{prefix}{n}{suffix}")).is_some())
+            .count()
+    }
+}
+
 /// The seeded generator of the reference models' random initialisation: a 64-bit LCG (Knuth's
 /// MMIX constants) whose high 32 bits give uniform floats. Kept exactly so that a seed means the
 /// same initial weights as in the reference system.

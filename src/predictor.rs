@@ -22,13 +22,13 @@
 
 use anyhow::{Context, Result, bail};
 
-use crate::model::mamba1::Mamba1;
-use crate::model::rwkv7::Rwkv7;
+use crate::model::mamba1::{self, Mamba1};
+use crate::model::rwkv7::{self, Rwkv7};
 use crate::model::{Network, VOCAB};
-use crate::modelfile::{ModelFile, Weights, WeightsError};
+use crate::modelfile::{ModelFile, Weights, WeightsError, load};
 use crate::params::{Group, ParamSet, Slot};
 use crate::recipe::schedule::Schedule;
-use crate::recipe::{Action, Base, ModelConfig, OptimizerKind, Recipe, TrainSpec};
+use crate::recipe::{Action, Base, ModelConfig, Recipe, TrainSpec};
 use crate::resume;
 use crate::train::optim::{Hyper, Optimizer, TouchedRows};
 use crate::train::tbptt::{self, Tbptt};
@@ -46,9 +46,6 @@ pub trait BytePredictor {
 
 /// Name of the output bias tensor, added to every model's parameters in the group `bias`.
 pub const OUTPUT_BIAS: &str = "output_bias";
-
-/// Chunk length of TBPTT replays: traces of this many bytes are kept at once.
-const TBPTT_CHUNK: usize = 64;
 
 /// Builds the predictor a recipe describes: fresh seeded weights, or the model file `weights`
 /// (which must be the one the recipe names). The recipe's positions must be in bytes.
@@ -90,79 +87,18 @@ pub fn build(recipe: &Recipe, weights: Option<&Weights>) -> Result<Box<dyn ByteP
             }
             match config {
                 ModelConfig::Mamba1(_) => {
-                    let (net, params) = Mamba1::from_file(&file)?;
+                    let bias = [(OUTPUT_BIAS, &[VOCAB][..], mamba1::GROUPS.len() as Group)];
+                    let (net, params) = load::<Mamba1>(&file, &bias)?;
                     Box::new(Predictor::new(net, params, recipe, schedule, Some(&file))?)
                 }
                 ModelConfig::Rwkv7(_) => {
-                    let (net, params) = Rwkv7::from_file(&file)?;
+                    let bias = [(OUTPUT_BIAS, &[VOCAB][..], rwkv7::GROUPS.len() as Group)];
+                    let (net, params) = load::<Rwkv7>(&file, &bias)?;
                     Box::new(Predictor::new(net, params, recipe, schedule, Some(&file))?)
                 }
             }
         }
     })
-}
-
-/// The floats the predictor of `recipe` holds at most, counted from its sizes alone (nothing is
-/// built): parameters and gradients, Adam's moments, the network's traces and the states the
-/// training actions keep. Vector-sized scratch (logits, one layer's buffers) is left out;
-/// Mamba-1's cache of its `A` matrices adds less than one more copy of the parameters.
-///
-/// A schedule holds several actions, and the predictor keeps what they need side by side: the
-/// optimizer's moments once any action steps Adam (kept across rules), the one-step trace once
-/// any action takes one-step updates, and one TBPTT segment's buffers at a time (a new window
-/// drops the old segment before it allocates its own). So the moments and the one-step trace
-/// are counted if any action needs them, and the segment as the largest window's.
-///
-/// [`Recipe::validate`] refuses a recipe whose estimate exceeds what this build accepts, and
-/// header parsing validates, so a header cannot make the decoder allocate more than that.
-pub fn working_floats(recipe: &Recipe) -> usize {
-    let config = recipe.config();
-    let (params, trace, state) = (
-        config.param_count(),
-        config.trace_floats(),
-        config.state_floats(),
-    );
-    let params = params + VOCAB; // the output bias
-    let specs: Vec<&TrainSpec> = recipe
-        .actions()
-        .filter_map(|a| match a {
-            Action::Train(t) => Some(t),
-            Action::Infer => None,
-        })
-        .collect();
-    // A model file may carry moments to resume from, whatever the schedule's optimizers.
-    let adam = specs.iter().any(|t| t.optimizer == OptimizerKind::Adam)
-        || matches!(recipe.base, Base::File { .. });
-    let moments = if adam { 2 } else { 0 };
-    // The network's own scratch trace and the live state exist whatever the schedule.
-    let mut traces = 1usize;
-    let states = 1usize;
-    if specs.iter().any(|t| t.bptt == 1) {
-        traces += 1;
-    }
-    let segment = specs
-        .iter()
-        .filter(|t| t.bptt > 1)
-        .map(|t| segment_floats(t.bptt, trace, state))
-        .max()
-        .unwrap_or(0);
-    params
-        .saturating_mul(2 + moments)
-        .saturating_add(traces.saturating_mul(trace))
-        .saturating_add(states.saturating_mul(state))
-        .saturating_add(segment)
-}
-
-/// The floats of one TBPTT segment of `window` bytes (src/train/tbptt.rs): a chunk of traces,
-/// a checkpoint per chunk, the state being replayed and the carried gradient (a state's size),
-/// and the probabilities each byte of the segment was coded with.
-fn segment_floats(window: usize, trace: usize, state: usize) -> usize {
-    let chunk = tbptt::chunk_len(window, TBPTT_CHUNK);
-    let states = window.div_ceil(chunk) + 2;
-    chunk
-        .saturating_mul(trace)
-        .saturating_add(states.saturating_mul(state))
-        .saturating_add(window.saturating_mul(VOCAB))
 }
 
 /// What the forward step of the byte being predicted prepared for learning it.
@@ -224,17 +160,14 @@ impl<N: Network> Predictor<N> {
         schedule: Schedule,
         file: Option<&ModelFile>,
     ) -> Result<Self> {
-        let groups = net.groups();
-        let bias_group = groups
-            .iter()
-            .position(|g| *g == "bias")
-            .context("the model has no bias group")? as Group;
+        // The output bias is the trainer's own group, after the network's.
+        let bias_group = net.groups().len() as Group;
         let bias = match params.find(OUTPUT_BIAS) {
             Some(t) => t.slot,
             None => params.add(OUTPUT_BIAS, &[VOCAB], bias_group),
         };
         // The table grew tensor by tensor, which may have left the buffer up to twice its
-        // length; the limits count the parameters at their size ([`working_floats`]).
+        // length; the limits count the parameters at their size ([`crate::recipe::working_floats`]).
         params.data.shrink_to_fit();
         net.refresh(&params);
         let mut p = Predictor {
@@ -391,7 +324,7 @@ impl<N: Network> Predictor<N> {
                 let net = &self.net;
                 let seg = self
                     .segment
-                    .get_or_insert_with(|| Box::new(Tbptt::new(net, window, TBPTT_CHUNK)));
+                    .get_or_insert_with(|| Box::new(Tbptt::new(net, window, tbptt::CHUNK)));
                 seg.forward(&mut self.net, &self.params, &mut self.state, token)
             }
         };
@@ -528,7 +461,7 @@ mod tests {
     use crate::recipe::ModelKind;
 
     fn tiny(rules: &str) -> Recipe {
-        Recipe::default_for(ModelKind::Mamba1)
+        crate::levels::default_recipe(ModelKind::Mamba1)
             .edit(&format!("cfg:hidden=16,layers=1 {rules}"), None)
             .unwrap()
     }

@@ -216,7 +216,7 @@ fn tensor<'f>(file: &'f ModelFile, name: &str, shape: &[usize]) -> Result<&'f Fi
 /// An action in its canonical text, for a model of kind `kind`.
 fn parse_action(text: &str, kind: ModelKind) -> Result<Action> {
     // The recipe parser reads actions inside rules: parse a one-rule fragment.
-    let template = Recipe::default_for(kind);
+    let template = crate::levels::default_recipe(kind);
     let r = template
         .edit(&format!("0..:{text}"), None)
         .map_err(|e| anyhow::anyhow!("{}", e.message))?;

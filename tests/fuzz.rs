@@ -20,7 +20,7 @@ use std::sync::OnceLock;
 
 use lmzip::codec::decompress_bytes;
 use lmzip::format::{self, FRAME_MAX, MAGIC, max_words};
-use lmzip::predictor::working_floats;
+use lmzip::recipe::working_floats;
 use lmzip::recipe::{MAX_PARAMS, MAX_WORKING_BYTES, ModelKind, OptimizerKind, Recipe};
 use proptest::prelude::*;
 
@@ -182,7 +182,7 @@ fn canonical_recipes() -> Vec<String> {
     let mut out = Vec::new();
     let bases = ModelKind::ALL.into_iter().flat_map(|kind| {
         [
-            Recipe::default_for(kind),
+            lmzip::levels::default_recipe(kind),
             common::tiny(kind, Some(OptimizerKind::Adam), 1),
         ]
     });
@@ -385,7 +385,7 @@ proptest! {
     #[test]
     fn command_line_recipes_are_accepted_only_within_limits(text in recipe_text()) {
         for kind in ModelKind::ALL {
-            if let Ok(recipe) = Recipe::default_for(kind).edit(&text, None) {
+            if let Ok(recipe) = lmzip::levels::default_recipe(kind).edit(&text, None) {
                 within_limits(&recipe)?;
             }
         }

@@ -112,7 +112,7 @@ fn refused_at_once(file: &[u8], needle: &str) {
 fn with_model(config: ModelConfig) -> Recipe {
     Recipe {
         base: Base::Fresh { config, seed: 0 },
-        ..Recipe::default_for(ModelKind::Mamba1)
+        ..lmzip::levels::default_recipe(ModelKind::Mamba1)
     }
 }
 
@@ -190,7 +190,7 @@ fn a_header_asking_for_huge_training_buffers_is_refused_before_allocating() {
 #[test]
 fn frame_lengths_allocate_no_more_than_their_bounds() {
     let _alone = alone();
-    let recipe = Recipe::default_for(ModelKind::Mamba1)
+    let recipe = lmzip::levels::default_recipe(ModelKind::Mamba1)
         .edit("cfg:hidden=16,layers=1", None)
         .unwrap();
     let frame_bound = FRAME_MAX + 4 * max_words(FRAME_MAX);
@@ -268,11 +268,13 @@ fn the_working_memory_estimate_follows_what_decoding_allocates() {
              300..:train(opt=sgd,bptt=70,stride=70)",
         ),
     ] {
-        let recipe = Recipe::default_for(kind).edit(text, None).unwrap();
+        let recipe = lmzip::levels::default_recipe(kind)
+            .edit(text, None)
+            .unwrap();
         let lmz = lmzip::codec::compress_bytes(&recipe, &data).unwrap();
         let (out, peak, _) = measure(|| decompress_bytes(&lmz));
         assert_eq!(out.unwrap(), data);
-        let estimate = 4 * lmzip::predictor::working_floats(&recipe);
+        let estimate = 4 * lmzip::recipe::working_floats(&recipe);
         // The frame buffer, the output, and the network's vector-sized scratch (with the
         // bookkeeping of each trace's vectors, some hundred bytes a trace).
         let fixed = FRAME_MAX + data.len().next_power_of_two() + 4 * lmz.len();

@@ -6,8 +6,11 @@ use std::collections::BTreeMap;
 use lmzip::model::Network;
 use lmzip::model::mamba1::{self, Mamba1};
 use lmzip::model::rwkv7::{self, Rwkv7};
-use lmzip::modelfile::{ModelFile, to_bytes};
+use lmzip::modelfile::{ModelFile, load, to_bytes};
 use lmzip::params::ParamSet;
+
+/// The output bias a predictor's model file may carry, after the network's tensors.
+const BIAS: &[(&str, &[usize], u8)] = &[("output_bias", &[256], 0)];
 
 fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
@@ -44,7 +47,7 @@ fn rwkv7_saved_model_loads_back_bit_identically() {
     };
     let (mut net, params) = Rwkv7::new_random(cfg.clone(), 3).unwrap();
     let file = saved(&params);
-    let (mut loaded, loaded_params) = Rwkv7::from_file(&file).unwrap();
+    let (mut loaded, loaded_params) = load::<Rwkv7>(&file, BIAS).unwrap();
     assert_eq!(loaded.config(), &cfg, "config read off the shapes");
     assert_eq!(
         bits(&loaded_params.data[..params.len()]),
@@ -77,7 +80,7 @@ fn mamba1_saved_model_loads_back_bit_identically() {
     };
     let (mut net, params) = Mamba1::new_random(cfg.clone(), 4).unwrap();
     let file = saved(&params);
-    let (mut loaded, loaded_params) = Mamba1::from_file(&file).unwrap();
+    let (mut loaded, loaded_params) = load::<Mamba1>(&file, BIAS).unwrap();
     assert_eq!(loaded.config(), &cfg);
     assert_eq!(
         bits(&loaded_params.data[..params.len()]),
@@ -101,16 +104,16 @@ fn files_whose_shapes_disagree_are_refused_with_the_tensor_named() {
         .unwrap();
     t.shape = vec![64, 128];
     t.data.truncate(64 * 128);
-    let err = format!("{:#}", Rwkv7::from_file(&file).err().unwrap());
+    let err = format!("{:#}", load::<Rwkv7>(&file, BIAS).err().unwrap());
     assert!(err.contains("model.layers.1.attn.k_proj.weight"), "{err}");
 
     let mut file = saved(&params);
     file.tensors.remove("model.layers.0.ffn.value.weight");
-    let err = format!("{:#}", Rwkv7::from_file(&file).err().unwrap());
+    let err = format!("{:#}", load::<Rwkv7>(&file, BIAS).err().unwrap());
     assert!(err.contains("model.layers.0.ffn.value.weight"), "{err}");
 
     // A Mamba file is not an RWKV file.
     let (_, mparams) = Mamba1::new_random(mamba1::Config::default(), 1).unwrap();
-    assert!(Rwkv7::from_file(&saved(&mparams)).is_err());
-    assert!(Mamba1::from_file(&saved(&params)).is_err());
+    assert!(load::<Rwkv7>(&saved(&mparams), BIAS).is_err());
+    assert!(load::<Mamba1>(&saved(&params), BIAS).is_err());
 }

@@ -123,7 +123,7 @@ fn rule(groups: usize) -> impl Strategy<Value = Rule> {
 
 fn recipe() -> impl Strategy<Value = Recipe> {
     base().prop_flat_map(|base| {
-        let groups = base.config().kind().groups().len();
+        let groups = lmzip::train::trained_groups(base.config().kind()).len();
         proptest::collection::vec(rule(groups), 0..6).prop_map(move |schedule| Recipe {
             base: base.clone(),
             schedule,
@@ -157,14 +157,14 @@ proptest! {
             text.insert_str(i, &junk);
         }
         let _ = Recipe::parse(&text);
-        let _ = Recipe::default_for(ModelKind::Mamba1).edit(&text, None);
+        let _ = lmzip::levels::default_recipe(ModelKind::Mamba1).edit(&text, None);
     }
 
     #[test]
     fn random_text_never_panics(text in "\\PC{0,60}") {
         let _ = Recipe::parse(&text);
         for kind in ModelKind::ALL {
-            if let Err(e) = Recipe::default_for(kind).edit(&text, None) {
+            if let Err(e) = lmzip::levels::default_recipe(kind).edit(&text, None) {
                 // The pointer stays inside the text.
                 prop_assert!(e.at <= text.len());
                 let _ = e.to_string();
@@ -186,13 +186,13 @@ proptest! {
     ) {
         let text: String = parts.concat();
         let _ = Recipe::parse(&text);
-        let _ = Recipe::default_for(ModelKind::Rwkv7).edit(&text, None);
+        let _ = lmzip::levels::default_recipe(ModelKind::Rwkv7).edit(&text, None);
     }
 }
 
 #[test]
 fn valid_recipes_parse() {
-    let m = Recipe::default_for(ModelKind::Mamba1);
+    let m = lmzip::levels::default_recipe(ModelKind::Mamba1);
     for text in [
         "",
         "mamba1",
@@ -214,7 +214,7 @@ fn valid_recipes_parse() {
 
 #[test]
 fn invalid_recipes_are_refused_with_a_pointer() {
-    let m = Recipe::default_for(ModelKind::Mamba1);
+    let m = lmzip::levels::default_recipe(ModelKind::Mamba1);
     for (text, points_at) in [
         ("0..:train(lr=-1)", "train(lr=-1)"),
         ("0..:train(opt=lbfgs)", "lbfgs"),

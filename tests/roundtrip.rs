@@ -14,7 +14,7 @@ fn tiny(kind: ModelKind, rules: &str) -> Recipe {
         ModelKind::Mamba1 => "cfg:hidden=16,layers=1",
         ModelKind::Rwkv7 => "cfg:hidden=64,layers=1",
     };
-    Recipe::default_for(kind)
+    lmzip::levels::default_recipe(kind)
         .edit(&format!("{size} {rules}"), None)
         .unwrap()
 }
@@ -134,14 +134,14 @@ fn golden_compressed_bytes() {
     let data = text(4000);
     // Both models in every mode, and two networks whose widths are not multiples of the SIMD
     // lane count (so every kernel's tail path is pinned too).
-    let odd_mamba = Recipe::default_for(ModelKind::Mamba1)
+    let odd_mamba = lmzip::levels::default_recipe(ModelKind::Mamba1)
         .edit(
             "cfg:hidden=20,layers=1,intermediate=44,state=5,conv=3,dt_rank=3 \
              0..:train(opt=adam,lr=0.003,bptt=8)",
             None,
         )
         .unwrap();
-    let odd_rwkv = Recipe::default_for(ModelKind::Rwkv7)
+    let odd_rwkv = lmzip::levels::default_recipe(ModelKind::Rwkv7)
         .edit(
             "cfg:hidden=64,layers=2,intermediate=100,decay_rank=5,a_rank=6,v_rank=7,g_rank=9 \
              0..:train(opt=adam,lr=0.003,bptt=8)",

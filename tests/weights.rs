@@ -17,7 +17,7 @@ fn tiny(kind: ModelKind, rules: &str) -> Recipe {
         ModelKind::Mamba1 => "cfg:hidden=16,layers=1",
         ModelKind::Rwkv7 => "cfg:hidden=64,layers=1",
     };
-    Recipe::default_for(kind)
+    lmzip::levels::default_recipe(kind)
         .edit(&format!("{size} {rules}"), None)
         .unwrap()
 }

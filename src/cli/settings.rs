@@ -226,7 +226,9 @@ impl Knobs {
             None => None,
         };
         let scope = match &self.scope {
-            Some(text) => Some(Scope::parse(text, kind.groups()).context("--scope")?),
+            Some(text) => {
+                Some(Scope::parse(text, crate::train::trained_groups(kind)).context("--scope")?)
+            }
             None => None,
         };
         let trains = recipe.actions().any(|a| matches!(a, Action::Train(_)));
@@ -418,7 +420,7 @@ mod tests {
             "compress", "--hidden", "16", "--layers", "1", "--lr", "0.01",
         ])
         .unwrap();
-        let expected = Recipe::default_for(DEFAULT_MODEL)
+        let expected = crate::levels::default_recipe(DEFAULT_MODEL)
             .edit("cfg:hidden=16,layers=1 0..:train(lr=0.01,bptt=16)", None)
             .unwrap();
         assert_eq!(r, expected);
@@ -450,7 +452,7 @@ mod tests {
             ),
             (
                 &["compress", "--optimizer", "none"],
-                Recipe::default_for(DEFAULT_MODEL)
+                crate::levels::default_recipe(DEFAULT_MODEL)
                     .edit("0..:infer", None)
                     .unwrap(),
             ),
@@ -462,7 +464,7 @@ mod tests {
                     "--bptt",
                     "2",
                 ],
-                Recipe::default_for(DEFAULT_MODEL)
+                crate::levels::default_recipe(DEFAULT_MODEL)
                     .edit("0..:train(bptt=2,stride=8)", None)
                     .unwrap(),
             ),

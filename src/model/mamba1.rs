@@ -15,10 +15,8 @@
 use anyhow::Result;
 
 use crate::kernels::{self, math};
-use crate::model::{Network, StateTensor, VOCAB};
-use crate::modelfile::{ModelFile, fill_params};
-use crate::params::{Group, InitRng, ParamSet, Scope, Slot};
-use crate::predictor::OUTPUT_BIAS;
+use crate::model::{Build, Network, StateTensor, VOCAB};
+use crate::params::{Group, InitRng, ParamSet, Scope, Slot, TensorSource};
 
 /// Training groups, indexed by [`Group`].
 pub const GROUPS: &[&str] = &[
@@ -28,7 +26,6 @@ pub const GROUPS: &[&str] = &[
     "mixer_ssm",
     "mixer_proj",
     "head",
-    "bias",
 ];
 const EMBED: Group = 0;
 const LAYER_NORM: Group = 1;
@@ -36,7 +33,6 @@ const MIXER_CONV: Group = 2;
 const MIXER_SSM: Group = 3;
 const MIXER_PROJ: Group = 4;
 const HEAD: Group = 5;
-const BIAS: Group = 6;
 
 /// RMSNorm epsilon of the reference implementation.
 const NORM_EPS: f32 = 1e-5;
@@ -86,10 +82,10 @@ impl Config {
             ("conv", self.conv),
             ("dt_rank", self.dt_rank),
         ] {
-            if v == 0 || v > crate::recipe::MAX_DIM {
+            if v == 0 || v > crate::model::MAX_DIM {
                 anyhow::bail!(
                     "mamba1 {name} = {v} is out of range (1..={})",
-                    crate::recipe::MAX_DIM
+                    crate::model::MAX_DIM
                 );
             }
         }
@@ -97,17 +93,17 @@ impl Config {
             anyhow::bail!("mamba1 config is too large (at most 64 layers, conv 64, state 256)");
         }
         let params = self.param_count();
-        if params > crate::recipe::MAX_PARAMS {
+        if params > crate::model::MAX_PARAMS {
             anyhow::bail!(
                 "mamba1 config has {params} parameters; this build accepts at most {}",
-                crate::recipe::MAX_PARAMS
+                crate::model::MAX_PARAMS
             );
         }
         Ok(())
     }
 
     /// The sizes of the network stored in a model file (native layout).
-    pub fn infer(file: &ModelFile) -> Result<Config> {
+    pub fn infer(file: &dyn TensorSource) -> Result<Config> {
         let m = "model.layers.0.mixer";
         let vocab = file.dim("model.embeddings.weight", 2, 0)?;
         if vocab != VOCAB {
@@ -356,24 +352,21 @@ pub struct Mamba1 {
 }
 
 impl Mamba1 {
-    /// A freshly initialised network and its parameters.
-    pub fn new_random(cfg: Config, seed: u64) -> Result<(Self, ParamSet)> {
+    /// A network and its parameters, all zero: the layout that [`Mamba1::new_random`] fills
+    /// with seeded values and the model-file loader fills by name.
+    pub fn new(cfg: Config) -> Result<(Self, ParamSet)> {
         cfg.validate()?;
         let mut params = ParamSet::new();
         let slots = register(&cfg, &mut params);
-        init_random(&slots, &mut params, seed);
         let net = Self::with_slots(cfg, slots, &params);
         Ok((net, params))
     }
 
-    /// A network and its parameters from a model file in the native layout; the sizes are
-    /// read off the tensor shapes. The output bias, if the file has one, is kept.
-    pub fn from_file(file: &ModelFile) -> Result<(Self, ParamSet)> {
-        let cfg = Config::infer(file)?;
-        let mut params = ParamSet::new();
-        let slots = register(&cfg, &mut params);
-        fill_params(&mut params, file, &[(OUTPUT_BIAS, BIAS)])?;
-        let net = Self::with_slots(cfg, slots, &params);
+    /// A freshly initialised network and its parameters.
+    pub fn new_random(cfg: Config, seed: u64) -> Result<(Self, ParamSet)> {
+        let (mut net, mut params) = Self::new(cfg)?;
+        init_random(&net.slots, &mut params, seed);
+        net.refresh(&params);
         Ok((net, params))
     }
 
@@ -570,6 +563,18 @@ fn rms_norm_backward(
     let coeff = -s * inv * inv * inv / n;
     for (((gx, &go), &wi), &xi) in g_x.iter_mut().zip(g_out).zip(w).zip(x) {
         *gx = go * wi * inv + xi * coeff;
+    }
+}
+
+impl Build for Mamba1 {
+    type Config = Config;
+
+    fn infer(src: &dyn TensorSource) -> Result<Config> {
+        Config::infer(src)
+    }
+
+    fn new(cfg: Config) -> Result<(Self, ParamSet)> {
+        Mamba1::new(cfg)
     }
 }
 
@@ -999,7 +1004,7 @@ mod tests {
         c.state = 0;
         assert!(c.validate().is_err());
         c = small();
-        c.hidden = crate::recipe::MAX_DIM + 1;
+        c.hidden = crate::model::MAX_DIM + 1;
         assert!(c.validate().is_err());
     }
 

@@ -7,12 +7,17 @@
 //!
 //! [`Slot`]: crate::params::Slot
 
+pub mod config;
 #[cfg(test)]
 pub mod gradcheck;
 pub mod mamba1;
 pub mod rwkv7;
 
-use crate::params::{ParamSet, Scope};
+pub use config::{MAX_DIM, MAX_PARAMS, ModelConfig, ModelKind};
+
+use anyhow::Result;
+
+use crate::params::{ParamSet, Scope, TensorSource};
 
 /// Number of symbols: the networks are byte-level.
 pub const VOCAB: usize = 256;
@@ -75,6 +80,16 @@ pub trait Network {
     /// a stream. [`Network::state_tensors_mut`] gives the same tensors in the same order.
     fn state_tensors<'s>(&self, state: &'s Self::State) -> Vec<StateTensor<&'s [f32]>>;
     fn state_tensors_mut<'s>(&self, state: &'s mut Self::State) -> Vec<StateTensor<&'s mut [f32]>>;
+}
+
+/// How a network is made: its parameters' layout for a config (all zero), and the config that
+/// a set of named tensors describes. Loaders fill the layout by name (src/modelfile.rs).
+pub trait Build: Network + Sized {
+    type Config;
+    /// The sizes of the network whose tensors `src` holds, read off their shapes.
+    fn infer(src: &dyn TensorSource) -> Result<Self::Config>;
+    /// The network and its zero parameters, after checking the config.
+    fn new(cfg: Self::Config) -> Result<(Self, ParamSet)>;
 }
 
 /// One tensor of a recurrent state.

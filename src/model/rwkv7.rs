@@ -23,10 +23,8 @@
 use anyhow::{Result, bail};
 
 use crate::kernels::{self, math};
-use crate::model::{Network, StateTensor, VOCAB};
-use crate::modelfile::{ModelFile, fill_params};
-use crate::params::{Group, InitRng, ParamSet, Scope, Slot};
-use crate::predictor::OUTPUT_BIAS;
+use crate::model::{Build, Network, StateTensor, VOCAB};
+use crate::params::{Group, InitRng, ParamSet, Scope, Slot, TensorSource};
 
 /// Training groups of RWKV-7, indexed by [`crate::params::Group`].
 pub const GROUPS: &[&str] = &[
@@ -37,7 +35,6 @@ pub const GROUPS: &[&str] = &[
     "attn",
     "ffn",
     "head",
-    "bias",
 ];
 const EMBED: Group = 0;
 const PRE_NORM: Group = 1;
@@ -47,7 +44,6 @@ const ATTN: Group = 4;
 const FFN: Group = 5;
 /// The LM head and the final LayerNorm, trained together as in the reference.
 const HEAD: Group = 6;
-const BIAS: Group = 7;
 // Group 7, "bias", is the predictor's output bias: no tensor of the network belongs to it.
 
 /// Width of one head; the WKV state of a head is `N × N`.
@@ -120,10 +116,10 @@ impl Config {
             ("v_rank", self.v_rank),
             ("g_rank", self.g_rank),
         ] {
-            if v == 0 || v > crate::recipe::MAX_DIM {
+            if v == 0 || v > crate::model::MAX_DIM {
                 bail!(
                     "rwkv7 {name} = {v} is out of range (1..={})",
-                    crate::recipe::MAX_DIM
+                    crate::model::MAX_DIM
                 );
             }
         }
@@ -137,10 +133,10 @@ impl Config {
             bail!("rwkv7 config is too large (at most 64 layers)");
         }
         let params = self.param_count();
-        if params > crate::recipe::MAX_PARAMS {
+        if params > crate::model::MAX_PARAMS {
             bail!(
                 "rwkv7 config has {params} parameters; this build accepts at most {}",
-                crate::recipe::MAX_PARAMS
+                crate::model::MAX_PARAMS
             );
         }
         Ok(())
@@ -148,7 +144,7 @@ impl Config {
 
     /// The sizes of the network stored in a model file. With a single block the value-residual
     /// rank cannot be read off (only later blocks have that path) and keeps its default.
-    pub fn infer(file: &ModelFile) -> Result<Config> {
+    pub fn infer(file: &dyn TensorSource) -> Result<Config> {
         let at = "model.layers.0.attn";
         let vocab = file.dim("model.embeddings.weight", 2, 0)?;
         if vocab != VOCAB {
@@ -558,24 +554,21 @@ pub struct Rwkv7 {
 }
 
 impl Rwkv7 {
-    /// A freshly initialised network and its parameters.
-    pub fn new_random(cfg: Config, seed: u64) -> Result<(Self, ParamSet)> {
+    /// A network and its parameters, all zero: the layout that [`Rwkv7::new_random`] fills
+    /// with seeded values and the model-file loader fills by name.
+    pub fn new(cfg: Config) -> Result<(Self, ParamSet)> {
         cfg.validate()?;
         let mut params = ParamSet::new();
         let slots = register(&cfg, &mut params);
-        init_random(&slots, &mut params, seed);
         let net = Self::with_slots(cfg, slots, &params);
         Ok((net, params))
     }
 
-    /// A network and its parameters from a model file; the sizes are read off the tensor
-    /// shapes and every tensor is checked. The output bias, if the file has one, is kept.
-    pub fn from_file(file: &ModelFile) -> Result<(Self, ParamSet)> {
-        let cfg = Config::infer(file)?;
-        let mut params = ParamSet::new();
-        let slots = register(&cfg, &mut params);
-        fill_params(&mut params, file, &[(OUTPUT_BIAS, BIAS)])?;
-        let net = Self::with_slots(cfg, slots, &params);
+    /// A freshly initialised network and its parameters.
+    pub fn new_random(cfg: Config, seed: u64) -> Result<(Self, ParamSet)> {
+        let (mut net, mut params) = Self::new(cfg)?;
+        init_random(&net.slots, &mut params, seed);
+        net.refresh(&params);
         Ok((net, params))
     }
 
@@ -938,6 +931,18 @@ fn zero_state(s: &mut State) {
         l.att_prev.fill(0.0);
         l.wkv.fill(0.0);
         l.ffn_prev.fill(0.0);
+    }
+}
+
+impl Build for Rwkv7 {
+    type Config = Config;
+
+    fn infer(src: &dyn TensorSource) -> Result<Config> {
+        Config::infer(src)
+    }
+
+    fn new(cfg: Config) -> Result<(Self, ParamSet)> {
+        Rwkv7::new(cfg)
     }
 }
 

@@ -7,6 +7,7 @@
 //!   canonical printing.
 //! - [`schedule`]: which rule governs which byte.
 
+mod memory;
 pub mod schedule;
 pub mod text;
 
@@ -14,241 +15,19 @@ use std::fmt;
 
 use anyhow::{Result, bail};
 
-use crate::model::{mamba1, rwkv7};
 use crate::params::Scope;
 
+pub use crate::model::{MAX_DIM, MAX_PARAMS, ModelConfig, ModelKind};
+pub use crate::train::optim::OptimizerKind;
+
+pub use memory::working_floats;
 pub use text::RecipeError;
 
-/// Which network predicts the bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ModelKind {
-    Mamba1,
-    Rwkv7,
-}
-
-impl ModelKind {
-    pub const ALL: [ModelKind; 2] = [ModelKind::Mamba1, ModelKind::Rwkv7];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ModelKind::Mamba1 => "mamba1",
-            ModelKind::Rwkv7 => "rwkv7",
-        }
-    }
-
-    pub fn parse(text: &str) -> Result<Self> {
-        match text {
-            "mamba1" => Ok(ModelKind::Mamba1),
-            "rwkv7" => Ok(ModelKind::Rwkv7),
-            other => bail!("unknown model '{other}' (models: mamba1, rwkv7)"),
-        }
-    }
-
-    /// The model's training groups, in the order [`Scope`] bits refer to.
-    pub fn groups(self) -> &'static [&'static str] {
-        match self {
-            ModelKind::Mamba1 => mamba1::GROUPS,
-            ModelKind::Rwkv7 => rwkv7::GROUPS,
-        }
-    }
-}
-
-/// The sizes of a network.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ModelConfig {
-    Mamba1(mamba1::Config),
-    Rwkv7(rwkv7::Config),
-}
-
-impl ModelConfig {
-    pub fn kind(&self) -> ModelKind {
-        match self {
-            ModelConfig::Mamba1(_) => ModelKind::Mamba1,
-            ModelConfig::Rwkv7(_) => ModelKind::Rwkv7,
-        }
-    }
-
-    /// The model's base sizes; levels edit them (the default level adds a third block).
-    pub fn default_for(kind: ModelKind) -> Self {
-        match kind {
-            ModelKind::Mamba1 => ModelConfig::Mamba1(mamba1::Config::default()),
-            ModelKind::Rwkv7 => ModelConfig::Rwkv7(rwkv7::Config::default()),
-        }
-    }
-
-    /// Number of parameters (without the output bias).
-    pub fn param_count(&self) -> usize {
-        match self {
-            ModelConfig::Mamba1(c) => c.param_count(),
-            ModelConfig::Rwkv7(c) => c.param_count(),
-        }
-    }
-
-    /// Floats of the network's recurrent state.
-    pub fn state_floats(&self) -> usize {
-        match self {
-            ModelConfig::Mamba1(c) => c.state_floats(),
-            ModelConfig::Rwkv7(c) => c.state_floats(),
-        }
-    }
-
-    /// Floats of one byte's trace (what backward needs of the forward step).
-    pub fn trace_floats(&self) -> usize {
-        match self {
-            ModelConfig::Mamba1(c) => c.trace_floats(),
-            ModelConfig::Rwkv7(c) => c.trace_floats(),
-        }
-    }
-
-    pub fn validate(&self) -> Result<()> {
-        match self {
-            ModelConfig::Mamba1(c) => c.validate(),
-            ModelConfig::Rwkv7(c) => c.validate(),
-        }
-    }
-
-    /// Sets `hidden` and `layers`, the two sizes every model has. The inner (FFN) width follows
-    /// the hidden width as in the model families (Mamba: expand 2; RWKV: 4×).
-    pub fn set_size(&mut self, hidden: Option<usize>, layers: Option<usize>) {
-        if let Some(h) = hidden {
-            self.set_hidden(h);
-        }
-        if let Some(l) = layers {
-            match self {
-                ModelConfig::Mamba1(c) => c.layers = l,
-                ModelConfig::Rwkv7(c) => c.layers = l,
-            }
-        }
-    }
-
-    fn set_hidden(&mut self, h: usize) {
-        match self {
-            ModelConfig::Mamba1(c) => {
-                c.hidden = h;
-                c.inner = 2 * h;
-            }
-            ModelConfig::Rwkv7(c) => {
-                c.hidden = h;
-                c.intermediate = 4 * h;
-            }
-        }
-    }
-
-    /// The sizes as the recipe language names them, in canonical order.
-    pub fn keys(&self) -> Vec<(&'static str, usize)> {
-        match self {
-            ModelConfig::Mamba1(c) => vec![
-                ("hidden", c.hidden),
-                ("layers", c.layers),
-                ("intermediate", c.inner),
-                ("state", c.state),
-                ("conv", c.conv),
-                ("dt_rank", c.dt_rank),
-            ],
-            ModelConfig::Rwkv7(c) => vec![
-                ("hidden", c.hidden),
-                ("layers", c.layers),
-                ("intermediate", c.intermediate),
-                ("decay_rank", c.decay_rank),
-                ("a_rank", c.a_rank),
-                ("v_rank", c.v_rank),
-                ("g_rank", c.g_rank),
-            ],
-        }
-    }
-
-    /// The size keys of a model kind, in canonical order.
-    pub fn key_names(kind: ModelKind) -> Vec<&'static str> {
-        Self::default_for(kind)
-            .keys()
-            .into_iter()
-            .map(|(k, _)| k)
-            .collect()
-    }
-
-    /// Sets one size by its recipe name; false if the model has no such size.
-    pub fn set_key(&mut self, key: &str, v: usize) -> bool {
-        let slot = match self {
-            ModelConfig::Mamba1(c) => match key {
-                "hidden" => &mut c.hidden,
-                "layers" => &mut c.layers,
-                "intermediate" => &mut c.inner,
-                "state" => &mut c.state,
-                "conv" => &mut c.conv,
-                "dt_rank" => &mut c.dt_rank,
-                _ => return false,
-            },
-            ModelConfig::Rwkv7(c) => match key {
-                "hidden" => &mut c.hidden,
-                "layers" => &mut c.layers,
-                "intermediate" => &mut c.intermediate,
-                "decay_rank" => &mut c.decay_rank,
-                "a_rank" => &mut c.a_rank,
-                "v_rank" => &mut c.v_rank,
-                "g_rank" => &mut c.g_rank,
-                _ => return false,
-            },
-        };
-        *slot = v;
-        true
-    }
-
-    /// Applies recipe keys onto these sizes. Giving `hidden` without `intermediate` derives the
-    /// intermediate width from it, as `--hidden` does.
-    pub fn apply_keys(&mut self, keys: &[(&str, usize)]) -> Result<()> {
-        let has = |k: &str| keys.iter().any(|(key, _)| *key == k);
-        if let Some(&(_, h)) = keys.iter().find(|(k, _)| *k == "hidden")
-            && !has("intermediate")
-        {
-            self.set_hidden(h);
-        }
-        for &(k, v) in keys {
-            if !self.set_key(k, v) {
-                bail!("{} has no size '{k}'", self.kind().name());
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Largest accepted size of any one dimension: a header that claims more is rejected before
-/// anything is allocated.
-pub const MAX_DIM: usize = 1 << 14;
-
-/// Most parameters a model may have in this build (2^25, about 33.5 million): 46 to 80 times
-/// the defaults (0.42–0.72 million), and already far too slow to train byte by byte. Dimensions up
-/// to [`MAX_DIM`] alone would allow billions; this keeps a header from asking for gigabytes.
-pub const MAX_PARAMS: usize = 1 << 25;
-
-/// Most working memory a recipe may need in this build, as [`crate::predictor::working_floats`]
+/// Most working memory a recipe may need in this build, as [`working_floats`]
 /// counts it over every action of the schedule: 2 GiB. A model at [`MAX_PARAMS`] trained with
 /// Adam needs a quarter of it; a TBPTT segment keeps up to 64 traces, which for a wide SSM state
 /// can outgrow the parameters.
 pub const MAX_WORKING_BYTES: usize = 2 << 30;
-
-/// How the parameters move on a trained byte.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OptimizerKind {
-    Sgd,
-    Adam,
-}
-
-impl OptimizerKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            OptimizerKind::Sgd => "sgd",
-            OptimizerKind::Adam => "adam",
-        }
-    }
-
-    pub fn parse(text: &str) -> Result<Self> {
-        match text {
-            "sgd" => Ok(OptimizerKind::Sgd),
-            "adam" => Ok(OptimizerKind::Adam),
-            other => bail!("unknown optimizer '{other}' (optimizers: sgd, adam)"),
-        }
-    }
-}
 
 /// How a span of bytes trains (docs/recipes.md, "train").
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -277,7 +56,7 @@ impl TrainSpec {
     /// The values `train(...)` takes for keys a recipe leaves out (docs/recipes.md).
     pub fn defaults(kind: ModelKind) -> Self {
         TrainSpec {
-            scope: Scope::all_of(kind.groups()),
+            scope: Scope::all_of(crate::train::trained_groups(kind)),
             // The values of a bare `train`; lmzip's measured defaults are the level table's
             // (src/levels.rs), which spells its settings out.
             optimizer: OptimizerKind::Adam,
@@ -307,7 +86,7 @@ impl TrainSpec {
                 self.bptt
             );
         }
-        let all = Scope::all_of(kind.groups());
+        let all = Scope::all_of(crate::train::trained_groups(kind));
         if self.scope == Scope::NONE {
             bail!("scope is empty (to train nothing, use infer)");
         }
@@ -485,11 +264,6 @@ pub struct Recipe {
 }
 
 impl Recipe {
-    /// The recipe used when none is asked for: the default level's (src/levels.rs).
-    pub fn default_for(kind: ModelKind) -> Self {
-        crate::levels::recipe(kind, crate::levels::DEFAULT_LEVEL)
-    }
-
     /// A fresh model trained on every byte by one rule.
     pub fn fresh(config: ModelConfig, seed: u64, action: Action) -> Self {
         Recipe {
@@ -561,7 +335,7 @@ impl Recipe {
                 }
             }
         }
-        let bytes = crate::predictor::working_floats(self).saturating_mul(4);
+        let bytes = working_floats(self).saturating_mul(4);
         if bytes > MAX_WORKING_BYTES {
             bail!(
                 "this model and schedule need about {} MiB of working memory; this build \
@@ -640,7 +414,7 @@ mod tests {
 
     #[test]
     fn percent_positions_resolve_by_rounding_down() {
-        let r = Recipe::default_for(ModelKind::Mamba1)
+        let r = crate::levels::default_recipe(ModelKind::Mamba1)
             .edit("0..50%:train() 50%..99.5%:infer", None)
             .unwrap();
         assert!(!r.is_resolved());
@@ -667,7 +441,9 @@ mod tests {
 
     /// The default recipe edited by `text` (sizes, schedule).
     fn edited(kind: ModelKind, text: &str) -> Recipe {
-        Recipe::default_for(kind).edit(text, None).unwrap()
+        crate::levels::default_recipe(kind)
+            .edit(text, None)
+            .unwrap()
     }
 
     /// The limits leave the defaults far behind and stop what would need gigabytes.
@@ -677,12 +453,9 @@ mod tests {
             let longest = format!("0..:train(bptt={MAX_BPTT},stride={MAX_BPTT})");
             let r = edited(kind, &longest);
             r.validate().unwrap();
-            assert!(
-                crate::predictor::working_floats(&r) * 4 < MAX_WORKING_BYTES / 16,
-                "{kind:?}"
-            );
+            assert!(working_floats(&r) * 4 < MAX_WORKING_BYTES / 16, "{kind:?}");
         }
-        let mut wide = Recipe::default_for(ModelKind::Mamba1);
+        let mut wide = crate::levels::default_recipe(ModelKind::Mamba1);
         if let Base::Fresh { config, .. } = &mut wide.base {
             config.set_size(Some(4096), Some(4));
         }
@@ -719,7 +492,7 @@ mod tests {
             };
             let err = r.validate().unwrap_err().to_string();
             assert!(err.contains("working memory"), "{schedule}: {err}");
-            let err = Recipe::default_for(kind)
+            let err = crate::levels::default_recipe(kind)
                 .edit(&format!("{deep_state} {schedule}"), None)
                 .unwrap_err()
                 .to_string();
@@ -729,9 +502,7 @@ mod tests {
         // What rules keep side by side is summed (moments once any rule steps Adam, the
         // one-step trace once any rule takes one-step updates); segments, one at a time, count
         // as the largest.
-        let floats = |rules: &str| {
-            crate::predictor::working_floats(&edited(kind, &format!("cfg:hidden=64 {rules}")))
-        };
+        let floats = |rules: &str| working_floats(&edited(kind, &format!("cfg:hidden=64 {rules}")));
         let infer = floats("0..:infer");
         let sgd1 = floats("0..:train(opt=sgd,bptt=1)");
         let adam1 = floats("0..:train(opt=adam,bptt=1)");

@@ -97,11 +97,11 @@ fn next_start(rules: &[Resolved], pos: u64) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recipe::{ModelKind, Recipe};
+    use crate::recipe::ModelKind;
 
     /// The action names of positions `0..n`, one letter each: `i` infer, `t` train.
     fn letters(rules: &str, n: u64) -> String {
-        let r = Recipe::default_for(ModelKind::Mamba1)
+        let r = crate::levels::default_recipe(ModelKind::Mamba1)
             .edit(rules, None)
             .unwrap();
         let s = Schedule::new(&r.schedule).unwrap();

@@ -289,7 +289,7 @@ pub fn print_action(action: &Action, kind: ModelKind) -> String {
         Action::Infer => "infer".into(),
         Action::Train(t) => format!(
             "train(scope={},opt={},lr={},stride={},bptt={},clip={})",
-            t.scope.to_text(kind.groups()),
+            t.scope.to_text(crate::train::trained_groups(kind)),
             t.optimizer.name(),
             // f32 Display is the shortest decimal that parses back to the same f32.
             t.lr,
@@ -796,7 +796,7 @@ impl<'a> Parser<'a> {
                     let bad = |m: String| p.error(vloc.0, vloc.1, m);
                     match key {
                         "scope" => {
-                            spec.scope = Scope::parse(value, kind.groups())
+                            spec.scope = Scope::parse(value, crate::train::trained_groups(kind))
                                 .map_err(|e| bad(e.to_string()))?
                         }
                         "opt" => {
@@ -938,7 +938,7 @@ mod tests {
     use super::*;
 
     fn mamba() -> Recipe {
-        Recipe::default_for(ModelKind::Mamba1)
+        crate::levels::default_recipe(ModelKind::Mamba1)
     }
 
     #[test]
@@ -1033,7 +1033,7 @@ mod tests {
             sha256: [0xab; 32],
             name: Some("my model, v2.safetensors".into()),
         };
-        let r = Recipe::default_for(ModelKind::Rwkv7)
+        let r = crate::levels::default_recipe(ModelKind::Rwkv7)
             .edit("file:whatever.st 0..:train(lr=0.001)", Some(&file))
             .unwrap();
         let text = r.to_text();
@@ -1054,7 +1054,7 @@ mod tests {
             name: None,
         };
         assert!(
-            Recipe::default_for(ModelKind::Rwkv7)
+            crate::levels::default_recipe(ModelKind::Rwkv7)
                 .edit(&text, Some(&other))
                 .is_err()
         );

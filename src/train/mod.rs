@@ -4,8 +4,29 @@
 pub mod optim;
 pub mod tbptt;
 
+use std::sync::LazyLock;
+
 use crate::kernels::math::exp_f64;
-use crate::model::VOCAB;
+use crate::model::{ModelKind, VOCAB};
+
+/// The training group of the output bias, which the trainer adds after the network's groups.
+pub const BIAS_GROUP: &str = "bias";
+
+/// Every group a training scope can name for a model: the network's, then [`BIAS_GROUP`].
+/// Scope bits index this list.
+pub fn trained_groups(kind: ModelKind) -> &'static [&'static str] {
+    fn with_bias(kind: ModelKind) -> Vec<&'static str> {
+        let mut groups = kind.groups().to_vec();
+        groups.push(BIAS_GROUP);
+        groups
+    }
+    static MAMBA1: LazyLock<Vec<&'static str>> = LazyLock::new(|| with_bias(ModelKind::Mamba1));
+    static RWKV7: LazyLock<Vec<&'static str>> = LazyLock::new(|| with_bias(ModelKind::Rwkv7));
+    match kind {
+        ModelKind::Mamba1 => &MAMBA1,
+        ModelKind::Rwkv7 => &RWKV7,
+    }
+}
 
 /// Smallest probability any byte gets, so every byte stays codable and `ln p` finite.
 pub const PDF_FLOOR: f64 = 1e-12;

@@ -19,10 +19,34 @@
 //! floor against a second moment kept large by a huge old gradient). One-step RWKV-7 training
 //! runs 4.4 times faster for it (docs/determinism.md).
 
+use anyhow::{Result, bail};
 use wide::f32x8;
 
 use crate::params::{ParamSet, Scope, TensorInfo};
-use crate::recipe::OptimizerKind;
+
+/// How the parameters move on a trained byte.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OptimizerKind {
+    Sgd,
+    Adam,
+}
+
+impl OptimizerKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            OptimizerKind::Sgd => "sgd",
+            OptimizerKind::Adam => "adam",
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Self> {
+        match text {
+            "sgd" => Ok(OptimizerKind::Sgd),
+            "adam" => Ok(OptimizerKind::Adam),
+            other => bail!("unknown optimizer '{other}' (optimizers: sgd, adam)"),
+        }
+    }
+}
 
 // Adam's constants (Kingma & Ba, 2015), as in the reference system.
 const BETA1: f32 = 0.9;

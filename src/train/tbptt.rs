@@ -22,6 +22,9 @@ use crate::params::{ParamSet, Scope, Slot};
 use crate::train::logit_gradient;
 use crate::train::optim::{Hyper, Optimizer, TouchedRows};
 
+/// Chunk length of TBPTT replays: traces of this many bytes are kept at once.
+pub const CHUNK: usize = 64;
+
 /// The chunk length a [`Tbptt`] uses for `window`: the requested `chunk`, but never longer than
 /// the window.
 pub fn chunk_len(window: usize, chunk: usize) -> usize {

@@ -26,7 +26,7 @@ pub fn tiny(kind: ModelKind, optimizer: Option<OptimizerKind>, bptt: usize) -> R
             )
         }
     };
-    Recipe::default_for(kind)
+    lmzip::levels::default_recipe(kind)
         .edit(&format!("cfg:hidden={hidden},layers=1 0..:{action}"), None)
         .unwrap()
 }
