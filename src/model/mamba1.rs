@@ -15,6 +15,7 @@
 use anyhow::Result;
 
 use crate::kernels::{self, math};
+use crate::model::layers::{rms_norm, rms_norm_backward};
 use crate::model::{Build, Network, StateTensor, VOCAB};
 use crate::params::{Group, InitRng, ParamSet, Scope, Slot, TensorSource};
 
@@ -444,7 +445,7 @@ impl Mamba1 {
                 lt.h_in.copy_from_slice(&h_buf);
             }
             // 2. norm = rms(h) · norm_w
-            rms_norm(&h_buf, p(ls.norm_w), &mut lt.norm);
+            rms_norm(&h_buf, p(ls.norm_w), NORM_EPS, &mut lt.norm);
             // 3. [x; z] = in_proj_w · norm + in_proj_b
             kernels::gemv(p(ls.in_proj_w), &lt.norm, &mut lt.xz, 2 * i, h);
             kernels::add_assign(&mut lt.xz, p(ls.in_proj_b));
@@ -519,50 +520,11 @@ impl Mamba1 {
 
         // 11. logits = lm_head · rms(h) · final_norm_w
         if logits {
-            rms_norm(&h_buf, p(self.slots.final_norm_w), &mut tr.norm_f);
+            rms_norm(&h_buf, p(self.slots.final_norm_w), NORM_EPS, &mut tr.norm_f);
             let lm_head = p(self.slots.lm_head);
             kernels::gemv(lm_head, &tr.norm_f, &mut self.logits, VOCAB, h);
         }
         tr.h_final = h_buf;
-    }
-}
-
-/// `out = x / sqrt(mean(x²) + ε) · w`.
-fn rms_norm(x: &[f32], w: &[f32], out: &mut [f32]) {
-    let inv = rms_inv(x);
-    for ((o, &xi), &wi) in out.iter_mut().zip(x).zip(w) {
-        *o = xi * inv * wi;
-    }
-}
-
-fn rms_inv(x: &[f32]) -> f32 {
-    let mean_sq = kernels::dot(x, x) / x.len() as f32;
-    1.0 / (mean_sq + NORM_EPS).sqrt()
-}
-
-/// Backward of [`rms_norm`]: from `g_out` writes `g_x` and adds the weight gradient to `g_w`
-/// when given. With `r = 1/sqrt(mean(x²)+ε)`: `g_x = g_out·w·r − x · r³/n · Σ g_out·w·x`.
-fn rms_norm_backward(
-    x: &[f32],
-    w: &[f32],
-    g_out: &[f32],
-    g_x: &mut [f32],
-    g_w: Option<&mut [f32]>,
-) {
-    let n = x.len() as f32;
-    let inv = rms_inv(x);
-    if let Some(g_w) = g_w {
-        for ((gw, &go), &xi) in g_w.iter_mut().zip(g_out).zip(x) {
-            *gw += go * xi * inv;
-        }
-    }
-    let mut s = 0.0f32;
-    for ((&go, &wi), &xi) in g_out.iter().zip(w).zip(x) {
-        s += go * wi * xi;
-    }
-    let coeff = -s * inv * inv * inv / n;
-    for (((gx, &go), &wi), &xi) in g_x.iter_mut().zip(g_out).zip(w).zip(x) {
-        *gx = go * wi * inv + xi * coeff;
     }
 }
 
@@ -721,7 +683,14 @@ impl Network for Mamba1 {
         );
         //     norm_f = rms(h_final) · final_norm_w
         let gw = scope.has(LAYER_NORM).then(|| sl.final_norm_w.of_mut(grads));
-        rms_norm_backward(&tr.h_final, p(sl.final_norm_w), &g.norm, &mut g.h, gw);
+        rms_norm_backward(
+            &tr.h_final,
+            p(sl.final_norm_w),
+            NORM_EPS,
+            &g.norm,
+            &mut g.h,
+            gw,
+        );
 
         let train_proj = scope.has(MIXER_PROJ);
         for l in (0..self.cfg.layers).rev() {
@@ -870,7 +839,7 @@ impl Network for Mamba1 {
             kernels::linear_backward(p(ls.in_proj_w), &g.xz, &lt.norm, &mut g.norm, g_w, 2 * i, h);
             // 2. norm = rms(h_in) · norm_w; the residual passes g.h through unchanged.
             let gw = scope.has(LAYER_NORM).then(|| ls.norm_w.of_mut(grads));
-            rms_norm_backward(&lt.h_in, p(ls.norm_w), &g.norm, &mut g.h_in, gw);
+            rms_norm_backward(&lt.h_in, p(ls.norm_w), NORM_EPS, &g.norm, &mut g.h_in, gw);
             kernels::add_assign(&mut g.h_in, &g.h);
             std::mem::swap(&mut g.h, &mut g.h_in);
         }

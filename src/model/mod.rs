@@ -10,6 +10,8 @@
 pub mod config;
 #[cfg(test)]
 pub mod gradcheck;
+pub mod layers;
+pub mod layout;
 pub mod mamba1;
 pub mod rwkv7;
 

@@ -23,6 +23,9 @@
 use anyhow::{Result, bail};
 
 use crate::kernels::{self, math};
+use crate::model::layers::{
+    layer_norm, layer_norm_backward, layer_norm_param_grads, token_shift, token_shift_backward,
+};
 use crate::model::{Build, Network, StateTensor, VOCAB};
 use crate::params::{Group, InitRng, ParamSet, Scope, Slot, TensorSource};
 
@@ -834,90 +837,6 @@ impl Rwkv7 {
 // ---------------------------------------------------------------------------------------------
 // Building blocks shared by forward and backward
 // ---------------------------------------------------------------------------------------------
-
-/// Mean and `1/sqrt(var + ε)` of `x`, each sum in index order.
-fn ln_stats(x: &[f32], eps: f32) -> (f32, f32) {
-    let n = x.len() as f32;
-    let mut sum = 0.0f32;
-    for &v in x {
-        sum += v;
-    }
-    let mean = sum / n;
-    let mut sq = 0.0f32;
-    for &v in x {
-        let d = v - mean;
-        sq += d * d;
-    }
-    (mean, 1.0 / (sq / n + eps).sqrt())
-}
-
-/// `out = (x − mean)/sqrt(var + ε) · w + b`.
-fn layer_norm(x: &[f32], w: &[f32], b: &[f32], eps: f32, out: &mut [f32]) {
-    let (mean, inv) = ln_stats(x, eps);
-    for (((o, &xi), &wi), &bi) in out.iter_mut().zip(x).zip(w).zip(b) {
-        *o = (xi - mean) * inv * wi + bi;
-    }
-}
-
-/// Backward of [`layer_norm`] to its input: with `x̂ = (x − mean)·inv` and `ĝ = g_out·w`,
-/// `g_x = inv · (ĝ − mean(ĝ) − x̂ · mean(ĝ·x̂))`. Writes `g_x`.
-fn layer_norm_backward(x: &[f32], w: &[f32], eps: f32, g_out: &[f32], g_x: &mut [f32]) {
-    let n = x.len() as f32;
-    let (mean, inv) = ln_stats(x, eps);
-    let (mut s1, mut s2) = (0.0f32, 0.0f32);
-    for ((&go, &wi), &xi) in g_out.iter().zip(w).zip(x) {
-        let gh = go * wi;
-        s1 += gh;
-        s2 += gh * ((xi - mean) * inv);
-    }
-    let (m1, m2) = (s1 / n, s2 / n);
-    for (((gx, &go), &wi), &xi) in g_x.iter_mut().zip(g_out).zip(w).zip(x) {
-        *gx = (go * wi - m1 - (xi - mean) * inv * m2) * inv;
-    }
-}
-
-/// Adds the gradients of a [`layer_norm`]'s weight (`g_out · x̂`) and bias (`g_out`). The weight
-/// and bias are two tensors of the flat gradient buffer, hence two slots.
-fn layer_norm_param_grads(x: &[f32], eps: f32, g_out: &[f32], grads: &mut [f32], w: Slot, b: Slot) {
-    let (mean, inv) = ln_stats(x, eps);
-    for ((gw, &go), &xi) in w.of_mut(grads).iter_mut().zip(g_out).zip(x) {
-        *gw += go * ((xi - mean) * inv);
-    }
-    kernels::add_assign(b.of_mut(grads), g_out);
-}
-
-/// Token shift: `out = base + mix ⊙ (prev − base)`.
-fn token_shift(base: &[f32], prev: &[f32], mix: &[f32], out: &mut [f32]) {
-    for (((o, &x), &p), &m) in out.iter_mut().zip(base).zip(prev).zip(mix) {
-        *o = x + m * (p - x);
-    }
-}
-
-/// Backward of [`token_shift`] from `g`: `g_base += g·(1 − mix)`, `g_prev += g·mix` and
-/// `g_mix += g·(prev − base)`, the last two when given.
-fn token_shift_backward(
-    g: &[f32],
-    base: &[f32],
-    prev: &[f32],
-    mix: &[f32],
-    g_base: &mut [f32],
-    g_prev: Option<&mut [f32]>,
-    g_mix: Option<&mut [f32]>,
-) {
-    for ((gb, &gi), &m) in g_base.iter_mut().zip(g).zip(mix) {
-        *gb += gi * (1.0 - m);
-    }
-    if let Some(gp) = g_prev {
-        for ((gpi, &gi), &m) in gp.iter_mut().zip(g).zip(mix) {
-            *gpi += gi * m;
-        }
-    }
-    if let Some(gm) = g_mix {
-        for (((gmi, &gi), &p), &x) in gm.iter_mut().zip(g).zip(prev).zip(base) {
-            *gmi += gi * (p - x);
-        }
-    }
-}
 
 /// One cell of the delta-rule update, `S'_ij = S_ij·w_j − sa_i·b_j + v_i·k_j`. Forward and the
 /// recomputation in backward both go through here, so they agree bit for bit.

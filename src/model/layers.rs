@@ -1,0 +1,169 @@
+//! Layers both networks share, each a forward function with its backward next to it: the
+//! norms, the token shift, and a linear map with a bias. The backward of a step writes the
+//! gradient of its input and adds the gradients of its parameters (when given) into the flat
+//! gradient buffer.
+
+use crate::kernels;
+use crate::params::Slot;
+
+/// `y = W x + b` for a row-major `W` of `rows × cols` and an optional bias `b` of `rows`.
+pub fn linear(w: &[f32], b: Option<&[f32]>, x: &[f32], y: &mut [f32], rows: usize, cols: usize) {
+    kernels::gemv(w, x, y, rows, cols);
+    if let Some(b) = b {
+        kernels::add_assign(&mut y[..rows], b);
+    }
+}
+
+/// Backward of [`linear`] from `g = dL/dy`: writes `g_x = Wᵀ g` (adds it with `accumulate`),
+/// and adds `g xᵀ` to `g_w` and `g` to `g_b` when given.
+#[allow(clippy::too_many_arguments)]
+pub fn linear_backward(
+    w: &[f32],
+    x: &[f32],
+    g: &[f32],
+    g_x: &mut [f32],
+    g_w: Option<&mut [f32]>,
+    g_b: Option<&mut [f32]>,
+    (rows, cols): (usize, usize),
+    accumulate: bool,
+) {
+    if let Some(g_b) = g_b {
+        kernels::add_assign(g_b, &g[..rows]);
+    }
+    if accumulate {
+        kernels::linear_backward_acc(w, g, x, g_x, g_w, rows, cols);
+    } else {
+        kernels::linear_backward(w, g, x, g_x, g_w, rows, cols);
+    }
+}
+
+/// RMSNorm: `out = x / sqrt(mean(x²) + ε) · w`.
+pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    let inv = rms_inv(x, eps);
+    for ((o, &xi), &wi) in out.iter_mut().zip(x).zip(w) {
+        *o = xi * inv * wi;
+    }
+}
+
+fn rms_inv(x: &[f32], eps: f32) -> f32 {
+    let mean_sq = kernels::dot(x, x) / x.len() as f32;
+    1.0 / (mean_sq + eps).sqrt()
+}
+
+/// Backward of [`rms_norm`]: from `g_out` writes `g_x` and adds the weight gradient to `g_w`
+/// when given. With `r = 1/sqrt(mean(x²)+ε)`: `g_x = g_out·w·r − x · r³/n · Σ g_out·w·x`.
+pub fn rms_norm_backward(
+    x: &[f32],
+    w: &[f32],
+    eps: f32,
+    g_out: &[f32],
+    g_x: &mut [f32],
+    g_w: Option<&mut [f32]>,
+) {
+    let n = x.len() as f32;
+    let inv = rms_inv(x, eps);
+    if let Some(g_w) = g_w {
+        for ((gw, &go), &xi) in g_w.iter_mut().zip(g_out).zip(x) {
+            *gw += go * xi * inv;
+        }
+    }
+    let mut s = 0.0f32;
+    for ((&go, &wi), &xi) in g_out.iter().zip(w).zip(x) {
+        s += go * wi * xi;
+    }
+    let coeff = -s * inv * inv * inv / n;
+    for (((gx, &go), &wi), &xi) in g_x.iter_mut().zip(g_out).zip(w).zip(x) {
+        *gx = go * wi * inv + xi * coeff;
+    }
+}
+
+/// Mean and `1/sqrt(var + ε)` of `x`, each sum in index order.
+pub fn ln_stats(x: &[f32], eps: f32) -> (f32, f32) {
+    let n = x.len() as f32;
+    let mut sum = 0.0f32;
+    for &v in x {
+        sum += v;
+    }
+    let mean = sum / n;
+    let mut sq = 0.0f32;
+    for &v in x {
+        let d = v - mean;
+        sq += d * d;
+    }
+    (mean, 1.0 / (sq / n + eps).sqrt())
+}
+
+/// `out = (x − mean)/sqrt(var + ε) · w + b`.
+pub fn layer_norm(x: &[f32], w: &[f32], b: &[f32], eps: f32, out: &mut [f32]) {
+    let (mean, inv) = ln_stats(x, eps);
+    for (((o, &xi), &wi), &bi) in out.iter_mut().zip(x).zip(w).zip(b) {
+        *o = (xi - mean) * inv * wi + bi;
+    }
+}
+
+/// Backward of [`layer_norm`] to its input: with `x̂ = (x − mean)·inv` and `ĝ = g_out·w`,
+/// `g_x = inv · (ĝ − mean(ĝ) − x̂ · mean(ĝ·x̂))`. Writes `g_x`.
+pub fn layer_norm_backward(x: &[f32], w: &[f32], eps: f32, g_out: &[f32], g_x: &mut [f32]) {
+    let n = x.len() as f32;
+    let (mean, inv) = ln_stats(x, eps);
+    let (mut s1, mut s2) = (0.0f32, 0.0f32);
+    for ((&go, &wi), &xi) in g_out.iter().zip(w).zip(x) {
+        let gh = go * wi;
+        s1 += gh;
+        s2 += gh * ((xi - mean) * inv);
+    }
+    let (m1, m2) = (s1 / n, s2 / n);
+    for (((gx, &go), &wi), &xi) in g_x.iter_mut().zip(g_out).zip(w).zip(x) {
+        *gx = (go * wi - m1 - (xi - mean) * inv * m2) * inv;
+    }
+}
+
+/// Adds the gradients of a [`layer_norm`]'s weight (`g_out · x̂`) and bias (`g_out`). The weight
+/// and bias are two tensors of the flat gradient buffer, hence two slots.
+pub fn layer_norm_param_grads(
+    x: &[f32],
+    eps: f32,
+    g_out: &[f32],
+    grads: &mut [f32],
+    w: Slot,
+    b: Slot,
+) {
+    let (mean, inv) = ln_stats(x, eps);
+    for ((gw, &go), &xi) in w.of_mut(grads).iter_mut().zip(g_out).zip(x) {
+        *gw += go * ((xi - mean) * inv);
+    }
+    kernels::add_assign(b.of_mut(grads), g_out);
+}
+
+/// Token shift: `out = base + mix ⊙ (prev − base)`.
+pub fn token_shift(base: &[f32], prev: &[f32], mix: &[f32], out: &mut [f32]) {
+    for (((o, &x), &p), &m) in out.iter_mut().zip(base).zip(prev).zip(mix) {
+        *o = x + m * (p - x);
+    }
+}
+
+/// Backward of [`token_shift`] from `g`: `g_base += g·(1 − mix)`, `g_prev += g·mix` and
+/// `g_mix += g·(prev − base)`, the last two when given.
+pub fn token_shift_backward(
+    g: &[f32],
+    base: &[f32],
+    prev: &[f32],
+    mix: &[f32],
+    g_base: &mut [f32],
+    g_prev: Option<&mut [f32]>,
+    g_mix: Option<&mut [f32]>,
+) {
+    for ((gb, &gi), &m) in g_base.iter_mut().zip(g).zip(mix) {
+        *gb += gi * (1.0 - m);
+    }
+    if let Some(gp) = g_prev {
+        for ((gpi, &gi), &m) in gp.iter_mut().zip(g).zip(mix) {
+            *gpi += gi * m;
+        }
+    }
+    if let Some(gm) = g_mix {
+        for (((gmi, &gi), &p), &x) in gm.iter_mut().zip(g).zip(prev).zip(base) {
+            *gmi += gi * (p - x);
+        }
+    }
+}
