@@ -4,7 +4,7 @@
 //! gradient buffer.
 
 use crate::kernels;
-use crate::params::Slot;
+use crate::params::{Group, ParamSet, Slot};
 
 /// `y = W x + b` for a row-major `W` of `rows × cols` and an optional bias `b` of `rows`.
 pub fn linear(w: &[f32], b: Option<&[f32]>, x: &[f32], y: &mut [f32], rows: usize, cols: usize) {
@@ -34,6 +34,73 @@ pub fn linear_backward(
         kernels::linear_backward_acc(w, g, x, g_x, g_w, rows, cols);
     } else {
         kernels::linear_backward(w, g, x, g_x, g_w, rows, cols);
+    }
+}
+
+/// A linear map `y = W x (+ b)` whose row-major weight `W` (`rows × cols`) and optional bias
+/// live in the flat parameter buffer.
+#[derive(Clone, Copy, Debug)]
+pub struct Linear {
+    pub w: Slot,
+    pub b: Option<Slot>,
+    pub rows: usize,
+    pub cols: usize,
+}
+
+impl Linear {
+    /// Registers `{name}.weight` `[rows, cols]` and, with `bias`, `{name}.bias` `[rows]`.
+    pub fn register(
+        p: &mut ParamSet,
+        name: &str,
+        (rows, cols): (usize, usize),
+        bias: bool,
+        group: Group,
+    ) -> Self {
+        let w = p.add(format!("{name}.weight"), &[rows, cols], group);
+        let b = bias.then(|| p.add(format!("{name}.bias"), &[rows], group));
+        Linear { w, b, rows, cols }
+    }
+
+    /// `y = W x + b`.
+    pub fn forward(&self, params: &ParamSet, x: &[f32], y: &mut [f32]) {
+        let b = self.b.map(|b| params.get(b));
+        linear(params.get(self.w), b, x, y, self.rows, self.cols);
+    }
+
+    /// Backward from `g = dL/dy`: writes `g_x = Wᵀ g` (adds it with `accumulate`) and, when
+    /// `grads` is given (the layer trains), adds the weight and bias gradients into it.
+    pub fn backward(
+        &self,
+        params: &ParamSet,
+        grads: Option<&mut [f32]>,
+        x: &[f32],
+        g: &[f32],
+        g_x: &mut [f32],
+        accumulate: bool,
+    ) {
+        let (g_w, g_b) = match (grads, self.b) {
+            (Some(grads), Some(b)) => {
+                let (g_w, g_b) = two_mut(grads, self.w, b);
+                (Some(g_w), Some(g_b))
+            }
+            (Some(grads), None) => (Some(self.w.of_mut(grads)), None),
+            (None, _) => (None, None),
+        };
+        let w = params.get(self.w);
+        let dims = (self.rows, self.cols);
+        linear_backward(w, x, g, g_x, g_w, g_b, dims, accumulate);
+    }
+}
+
+/// Two distinct tensors of one flat buffer, borrowed mutably at once.
+pub fn two_mut(buf: &mut [f32], first: Slot, second: Slot) -> (&mut [f32], &mut [f32]) {
+    if first.offset < second.offset {
+        let (lo, hi) = buf.split_at_mut(second.offset);
+        (first.of_mut(lo), &mut hi[..second.len])
+    } else {
+        let (lo, hi) = buf.split_at_mut(first.offset);
+        let b = second.of_mut(lo);
+        (&mut hi[..first.len], b)
     }
 }
 

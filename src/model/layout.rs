@@ -81,3 +81,86 @@ mod tests {
         assert_eq!(l.entries()[0].shape, vec![2, 3]);
     }
 }
+
+/// Declares a group of named tensors that live side by side in a flat buffer, once: the macro
+/// makes the struct of their [`Slot`]s with a `register` function that adds them to a
+/// [`Layout`] (so the same list allocates and counts), and two views that split a buffer into
+/// one slice per tensor (`view` to read, `view_mut` to write several at once).
+///
+/// ```ignore
+/// flat_group! {
+///     /// One block's trace.
+///     pub struct LayerTraceSlots, view LayerTrace, view_mut LayerTraceMut, dims (h, i) {
+///         h_in: [h],
+///         xz: [2 * i],
+///     }
+/// }
+/// ```
+#[macro_export]
+macro_rules! flat_group {
+    (
+        $(#[$doc:meta])*
+        $vis:vis struct $Slots:ident, view $View:ident, view_mut $ViewMut:ident,
+        dims ($($dim:ident),*) {
+            $( $(#[$fdoc:meta])* $field:ident : [$($shape:expr),*] ),* $(,)?
+        }
+    ) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug)]
+        $vis struct $Slots {
+            $( $(#[$fdoc])* pub $field: $crate::params::Slot, )*
+        }
+
+        /// Read-only view of one group in a flat buffer.
+        #[allow(dead_code)]
+        $vis struct $View<'a> {
+            $( pub $field: &'a [f32], )*
+        }
+
+        /// Writable view of one group in a flat buffer: one disjoint slice per tensor.
+        #[allow(dead_code)]
+        $vis struct $ViewMut<'a> {
+            $( pub $field: &'a mut [f32], )*
+        }
+
+        #[allow(dead_code)]
+        impl $Slots {
+            /// Adds the group's tensors to `layout`, names prefixed by `prefix`.
+            #[allow(clippy::too_many_arguments, unused_variables)]
+            pub fn register(
+                layout: &mut $crate::model::layout::Layout,
+                prefix: &str,
+                $($dim: usize),*
+            ) -> Self {
+                Self {
+                    $( $field: layout.add(
+                        format!("{prefix}{}", stringify!($field)),
+                        &[$($shape),*],
+                    ), )*
+                }
+            }
+
+            /// The whole group as one slot (its tensors are contiguous, in declaration order).
+            fn span(&self) -> $crate::params::Slot {
+                let slots = [$(self.$field),*];
+                let first = slots[0];
+                let len = slots.iter().map(|s| s.len).sum();
+                $crate::params::Slot { offset: first.offset, len }
+            }
+
+            pub fn view<'a>(&self, buf: &'a [f32]) -> $View<'a> {
+                let rest = self.span().of(buf);
+                $( let ($field, rest) = rest.split_at(self.$field.len); )*
+                let _ = rest;
+                $View { $($field),* }
+            }
+
+            pub fn view_mut<'a>(&self, buf: &'a mut [f32]) -> $ViewMut<'a> {
+                let rest = self.span().of_mut(buf);
+                $( let ($field, rest) = rest.split_at_mut(self.$field.len); )*
+                let _ = rest;
+                $ViewMut { $($field),* }
+            }
+        }
+    };
+}

@@ -100,3 +100,35 @@ pub struct StateTensor<D> {
     pub shape: Vec<usize>,
     pub data: D,
 }
+
+/// The entries of a flat state as named tensors, in layout order.
+pub fn state_tensors<'s>(layout: &layout::Layout, state: &'s [f32]) -> Vec<StateTensor<&'s [f32]>> {
+    layout
+        .entries()
+        .iter()
+        .map(|e| StateTensor {
+            name: e.name.clone(),
+            shape: e.shape.clone(),
+            data: e.slot.of(state),
+        })
+        .collect()
+}
+
+/// Mutable form of [`state_tensors`]: one disjoint slice per entry.
+pub fn state_tensors_mut<'s>(
+    layout: &layout::Layout,
+    state: &'s mut [f32],
+) -> Vec<StateTensor<&'s mut [f32]>> {
+    let mut rest = state;
+    let mut out = Vec::with_capacity(layout.entries().len());
+    for e in layout.entries() {
+        let (data, tail) = std::mem::take(&mut rest).split_at_mut(e.slot.len);
+        rest = tail;
+        out.push(StateTensor {
+            name: e.name.clone(),
+            shape: e.shape.clone(),
+            data,
+        });
+    }
+    out
+}
