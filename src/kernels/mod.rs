@@ -10,6 +10,7 @@
 
 pub mod math;
 pub mod scalar;
+pub mod steps;
 
 use wide::f32x8;
 

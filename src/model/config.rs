@@ -87,6 +87,24 @@ impl ModelConfig {
         }
     }
 
+    /// Floats of the gradient buffers the network keeps to walk back `steps` steps at once
+    /// ([`crate::model::Network::backward_steps`]).
+    pub fn step_grad_floats(&self, steps: usize) -> usize {
+        match self {
+            ModelConfig::Mamba1(c) => c.step_grad_floats(steps),
+            ModelConfig::Rwkv7(_) => 0,
+        }
+    }
+
+    /// Floats of the buffers the network keeps to replay known bytes several at once
+    /// ([`crate::model::Network::advance_steps`]).
+    pub fn replay_floats(&self) -> usize {
+        match self {
+            ModelConfig::Mamba1(c) => c.replay_floats(),
+            ModelConfig::Rwkv7(_) => 0,
+        }
+    }
+
     pub fn validate(&self) -> Result<()> {
         match self {
             ModelConfig::Mamba1(c) => c.validate(),

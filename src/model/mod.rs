@@ -75,6 +75,34 @@ pub trait Network {
         carry: Option<&mut Self::Carry>,
     );
 
+    /// Reads `tokens` one after another as [`Network::advance`] does (the same bits), for
+    /// replays of known bytes; a network may run them layer by layer over all steps at once.
+    fn advance_steps(&mut self, params: &ParamSet, state: &mut Self::State, tokens: &[u8]) {
+        for &t in tokens {
+            self.advance(params, state, t);
+        }
+    }
+
+    /// Walks the traced steps of a segment back, last first, with `carry` the gradient of the
+    /// state after the last step (left as that of the state before the first). `grad_logits`
+    /// holds one row of [`VOCAB`] per step. The bits of calling [`Network::backward`] for each
+    /// step in turn, which is what this default does; a network may do it layer by layer over
+    /// all steps at once, reading each weight once.
+    fn backward_steps(
+        &mut self,
+        params: &ParamSet,
+        traces: &[Self::Trace],
+        grad_logits: &[f32],
+        scope: Scope,
+        grads: &mut [f32],
+        carry: &mut Self::Carry,
+    ) {
+        for (j, trace) in traces.iter().enumerate().rev() {
+            let g = &grad_logits[j * VOCAB..(j + 1) * VOCAB];
+            self.backward(params, trace, g, scope, grads, Some(carry));
+        }
+    }
+
     /// Recomputes caches derived from the parameters after they changed.
     fn refresh(&mut self, params: &ParamSet);
 

@@ -49,21 +49,34 @@ pub fn working_floats(recipe: &Recipe) -> usize {
         .map(|t| segment_floats(t.bptt, trace, state))
         .max()
         .unwrap_or(0);
+    // The network keeps the gradient buffers of its largest chunk walked back at once, and
+    // those of its replays.
+    let step_grads = specs
+        .iter()
+        .filter(|t| t.bptt > 1)
+        .map(|t| {
+            let chunk = tbptt::chunk_len(t.bptt, tbptt::CHUNK);
+            config.step_grad_floats(chunk) + config.replay_floats()
+        })
+        .max()
+        .unwrap_or(0);
     params
         .saturating_mul(2 + moments)
         .saturating_add(traces.saturating_mul(trace))
         .saturating_add(states.saturating_mul(state))
         .saturating_add(segment)
+        .saturating_add(step_grads)
 }
 
 /// The floats of one TBPTT segment of `window` bytes (src/train/tbptt.rs): a chunk of traces,
 /// a checkpoint per chunk, the state being replayed and the carried gradient (a state's size),
-/// and the probabilities each byte of the segment was coded with.
+/// the probabilities each byte of the segment was coded with, and the gradient at the logits
+/// of each byte of a chunk.
 fn segment_floats(window: usize, trace: usize, state: usize) -> usize {
     let chunk = tbptt::chunk_len(window, tbptt::CHUNK);
     let states = window.div_ceil(chunk) + 2;
     chunk
-        .saturating_mul(trace)
+        .saturating_mul(trace + VOCAB)
         .saturating_add(states.saturating_mul(state))
         .saturating_add(window.saturating_mul(VOCAB))
 }

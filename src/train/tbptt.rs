@@ -45,6 +45,7 @@ pub struct Tbptt<N: Network> {
     /// Traces of the current chunk, indexed by position within the chunk.
     traces: Vec<N::Trace>,
     carry: N::Carry,
+    /// The gradient at the logits of each byte of the current chunk (`chunk × 256`).
     grad_logits: Vec<f32>,
 }
 
@@ -60,7 +61,7 @@ impl<N: Network> Tbptt<N> {
             probs: Vec::with_capacity(window * VOCAB),
             traces: (0..chunk).map(|_| net.new_trace()).collect(),
             carry: net.new_carry(),
-            grad_logits: vec![0.0; VOCAB],
+            grad_logits: vec![0.0; chunk * VOCAB],
         }
     }
 
@@ -149,21 +150,23 @@ impl<N: Network> Tbptt<N> {
                     );
                 }
             }
+            let steps = hi - lo;
             for j in (lo..hi).rev() {
                 let probs = &self.probs[j * VOCAB..(j + 1) * VOCAB];
-                logit_gradient(probs, self.targets[j], scale, &mut self.grad_logits);
+                let g = &mut self.grad_logits[(j - lo) * VOCAB..(j - lo + 1) * VOCAB];
+                logit_gradient(probs, self.targets[j], scale, g);
                 if let Some(slot) = bias {
-                    crate::kernels::add_assign(slot.of_mut(grads), &self.grad_logits);
+                    crate::kernels::add_assign(slot.of_mut(grads), g);
                 }
-                net.backward(
-                    params,
-                    &self.traces[j - lo],
-                    &self.grad_logits,
-                    scope,
-                    grads,
-                    Some(&mut self.carry),
-                );
             }
+            net.backward_steps(
+                params,
+                &self.traces[..steps],
+                &self.grad_logits[..steps * VOCAB],
+                scope,
+                grads,
+                &mut self.carry,
+            );
         }
         let mut touched: TouchedRows = [false; 256];
         for &t in &self.inputs {
@@ -173,9 +176,7 @@ impl<N: Network> Tbptt<N> {
         net.refresh(params);
 
         *state = self.checkpoints.swap_remove(0);
-        for &t in &self.inputs {
-            net.advance(params, state, t);
-        }
+        net.advance_steps(params, state, &self.inputs);
         self.checkpoints.clear();
         self.inputs.clear();
         self.targets.clear();

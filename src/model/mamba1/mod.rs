@@ -13,7 +13,9 @@
 //! tap 0 multiplies the newest input (native layout).
 
 mod conv;
+mod replay;
 mod scan;
+mod steps;
 #[cfg(test)]
 mod tests;
 
@@ -162,6 +164,16 @@ impl Config {
     /// dominate.
     pub fn trace_floats(&self) -> usize {
         TraceLayout::new(self).layout.len()
+    }
+
+    /// Floats of the gradient buffers a backward over `steps` steps at once keeps.
+    pub fn step_grad_floats(&self, steps: usize) -> usize {
+        steps::StepGrads::floats(self, steps)
+    }
+
+    /// Floats of the buffers a replay of known bytes over several steps at once keeps.
+    pub fn replay_floats(&self) -> usize {
+        replay::ReplayBuffers::floats(self)
     }
 }
 
@@ -408,6 +420,10 @@ pub struct Mamba1 {
     block_out: Vec<f32>,
     logits: Vec<f32>,
     g: GradScratch,
+    /// Gradient buffers of a segment's steps, made on the first segment backward.
+    step_grads: Option<steps::StepGrads>,
+    /// Activation buffers of a replay, made on the first replay.
+    replay: Option<replay::ReplayBuffers>,
 }
 
 /// Whether a forward step keeps what backward needs, and whether it computes the logits.
@@ -435,6 +451,8 @@ impl Mamba1 {
             block_out: vec![0.0; h],
             logits: vec![0.0; VOCAB],
             g: GradScratch::new(&cfg),
+            step_grads: None,
+            replay: None,
             cfg,
             slots,
         };
@@ -452,6 +470,72 @@ impl Mamba1 {
 
     pub fn config(&self) -> &Config {
         &self.cfg
+    }
+
+    /// One step walked back ([`Network::backward`]).
+    fn backward_one(
+        &mut self,
+        params: &ParamSet,
+        tr: &[f32],
+        grad_logits: &[f32],
+        scope: Scope,
+        grads: &mut [f32],
+        mut carry: Option<&mut [f32]>,
+    ) {
+        let hid = self.cfg.hidden;
+        let p = |slot: Slot| slot.of(&params.data);
+        let (sl, tl, g) = (&self.slots, &self.trace_layout, &mut self.g);
+        let outer = tl.outer.view(tr);
+        // 11. logits = lm_head · norm_f
+        let below = [EMBED, LAYER_NORM, MIXER_CONV, MIXER_SSM, MIXER_PROJ];
+        if !below.iter().any(|&gr| scope.has(gr)) {
+            // Nothing below the head trains: no gradient flows into the state either.
+            if scope.has(HEAD) {
+                let g_head = sl.lm_head.w.of_mut(grads);
+                kernels::add_outer(g_head, VOCAB, hid, grad_logits, outer.norm_f);
+            }
+            if let Some(c) = carry {
+                c.fill(0.0);
+            }
+            return;
+        }
+        let g_head = scope.has(HEAD).then_some(&mut *grads);
+        sl.lm_head.backward(
+            params,
+            g_head,
+            outer.norm_f,
+            grad_logits,
+            &mut g.norm,
+            false,
+        );
+        //     norm_f = rms(h_final) · final_norm_w
+        let gw = scope.has(LAYER_NORM).then(|| sl.final_norm_w.of_mut(grads));
+        rms_norm_backward(
+            outer.h_final,
+            p(sl.final_norm_w),
+            NORM_EPS,
+            &g.norm,
+            &mut g.h,
+            gw,
+        );
+        // 10–2. the blocks, last first
+        for l in (0..self.cfg.layers).rev() {
+            let lt = tl.layers[l].view(tr);
+            let block_carry = carry
+                .as_deref_mut()
+                .map(|c| self.state_layout.layers[l].view_mut(c));
+            let out = BlockGrads {
+                grads,
+                scope,
+                carry: block_carry,
+            };
+            block_backward(&self.cfg, &sl.layers[l], params, &self.a[l], &lt, g, out);
+        }
+        // 1. h = embed[token]
+        if scope.has(EMBED) {
+            let row = sl.embed.row(outer.token[0] as usize, hid);
+            kernels::add_assign(row.of_mut(grads), &g.h);
+        }
     }
 
     /// One forward step: reads `token` and advances `state`. Untraced, it writes its trace
@@ -774,61 +858,25 @@ impl Network for Mamba1 {
         grad_logits: &[f32],
         scope: Scope,
         grads: &mut [f32],
-        mut carry: Option<&mut Vec<f32>>,
+        carry: Option<&mut Vec<f32>>,
     ) {
-        let hid = self.cfg.hidden;
-        let p = |slot: Slot| slot.of(&params.data);
-        let (sl, tl, g) = (&self.slots, &self.trace_layout, &mut self.g);
-        let outer = tl.outer.view(tr);
-        // 11. logits = lm_head · norm_f
-        let below = [EMBED, LAYER_NORM, MIXER_CONV, MIXER_SSM, MIXER_PROJ];
-        if !below.iter().any(|&gr| scope.has(gr)) {
-            // Nothing below the head trains: no gradient flows into the state either.
-            if scope.has(HEAD) {
-                let g_head = sl.lm_head.w.of_mut(grads);
-                kernels::add_outer(g_head, VOCAB, hid, grad_logits, outer.norm_f);
-            }
-            if let Some(c) = carry {
-                c.fill(0.0);
-            }
-            return;
-        }
-        let g_head = scope.has(HEAD).then_some(&mut *grads);
-        sl.lm_head.backward(
-            params,
-            g_head,
-            outer.norm_f,
-            grad_logits,
-            &mut g.norm,
-            false,
-        );
-        //     norm_f = rms(h_final) · final_norm_w
-        let gw = scope.has(LAYER_NORM).then(|| sl.final_norm_w.of_mut(grads));
-        rms_norm_backward(
-            outer.h_final,
-            p(sl.final_norm_w),
-            NORM_EPS,
-            &g.norm,
-            &mut g.h,
-            gw,
-        );
-        // 10–2. the blocks, last first
-        for l in (0..self.cfg.layers).rev() {
-            let lt = tl.layers[l].view(tr);
-            let block_carry = carry
-                .as_deref_mut()
-                .map(|c| self.state_layout.layers[l].view_mut(c));
-            let out = BlockGrads {
-                grads,
-                scope,
-                carry: block_carry,
-            };
-            block_backward(&self.cfg, &sl.layers[l], params, &self.a[l], &lt, g, out);
-        }
-        // 1. h = embed[token]
-        if scope.has(EMBED) {
-            let row = sl.embed.row(outer.token[0] as usize, hid);
-            kernels::add_assign(row.of_mut(grads), &g.h);
-        }
+        let carry = carry.map(|c| c.as_mut_slice());
+        self.backward_one(params, tr, grad_logits, scope, grads, carry);
+    }
+
+    fn advance_steps(&mut self, params: &ParamSet, state: &mut Vec<f32>, tokens: &[u8]) {
+        self.advance_steps_impl(params, state, tokens);
+    }
+
+    fn backward_steps(
+        &mut self,
+        params: &ParamSet,
+        traces: &[Vec<f32>],
+        grad_logits: &[f32],
+        scope: Scope,
+        grads: &mut [f32],
+        carry: &mut Vec<f32>,
+    ) {
+        self.backward_steps_impl(params, traces, grad_logits, scope, grads, carry);
     }
 }
