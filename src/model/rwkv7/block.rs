@@ -122,39 +122,10 @@ pub fn time_mix_backward(
     grads: &mut [f32],
     scope: Scope,
 ) {
-    let (c, p, train) = (g.x.len(), |slot: Slot| slot.of(params), scope.has(ATTN));
-    // 16. x_mid = x_in + W_o y_gate   (g.x = dL/dx_mid; the residual passes it on)
-    let g_w = train.then(|| ls.o_proj.of_mut(grads));
-    linear_backward(
-        p(ls.o_proj),
-        t.y_gate,
-        &g.x,
-        &mut g.y,
-        g_w,
-        None,
-        (c, c),
-        false,
-    );
-    // 15. y_gate = y_head ⊙ g
-    gate_backward(t.y_head, t.g, &g.y, &mut g.yh, &mut g.g);
-    // 14.–13. y_head = GN(y_wkv) + α·v
-    let readout_grads = train.then(|| ReadoutGrads {
-        grads: &mut *grads,
-        gn_w: ls.gn_w,
-        gn_b: ls.gn_b,
-        r_k: ls.r_k,
-    });
-    let g_readout = (&mut g.v[..], &mut g.r[..], &mut g.k[..], &mut g.y_wkv[..]);
-    let weights = readout_weights(ls, params);
-    group_norm_bonus_backward(
-        &readout_inputs(t),
-        &weights,
-        t.alpha,
-        &g.yh,
-        g_readout,
-        readout_grads,
-    );
-    // 12. the delta rule and readout
+    let train = scope.has(ATTN);
+    // 16.–13. x_mid = x_in + W_o (y_head ⊙ g),  y_head = GN(y_wkv) + α·v
+    readout_backward(ls, params, t, g, train.then_some(&mut *grads));
+    // 12. per head and row i: sa_i = S_i·kk,  S'_i = S_i ⊙ w − sa_i·b + v_i·k,  y_i = S'_i·r
     let g_wkv = WkvGrads {
         w: &mut g.w,
         b: &mut g.b,
@@ -164,92 +135,103 @@ pub fn time_mix_backward(
         kk: &mut g.kk,
     };
     let g_state = carry.as_deref_mut().map(|lc| &mut *lc.wkv);
-    wkv_backward(
-        t.wkv_prev,
-        &wkv_inputs(t),
-        t.sa,
-        &g.y_wkv,
-        g_wkv,
-        g_state,
-        &mut g.s_row,
-        &mut g.s_new,
-    );
-    // 11. k = k̃ ⊙ (1 + (a − 1) ⊙ k_a);   b = kk ⊙ a
-    let key_in = KeyInputs {
-        kt: t.kt,
-        a: t.a,
-        k_a: p(ls.k_a),
-        kk: t.kk,
-    };
-    let g_k_a = train.then(|| ls.k_a.of_mut(grads));
-    key_backward(&key_in, &g.k, &g.b, (&mut g.a, &mut g.kt, &mut g.kk), g_k_a);
-    // 10. kk = q / max(‖q‖, ε) per head, q = k̃ ⊙ k_k
-    let g_k_k = train.then(|| ls.k_k.of_mut(grads));
-    kk_norm_backward(
-        t.kt,
-        p(ls.k_k),
-        t.kk,
-        t.kk_norm,
-        &g.kk,
-        &mut g.tmp,
-        &mut g.kt,
-        g_k_k,
-    );
-    // 9.–6. the value, the gate, a and the decay
+    let scratch = (&mut g.s_row[..], &mut g.s_new[..]);
+    let (prev, sa) = (t.wkv_prev, t.sa);
+    wkv_backward(prev, &wkv_inputs(t), sa, &g.y_wkv, g_wkv, g_state, scratch);
+    // 11.–10. k = k̃ ⊙ (1 + (a − 1) ⊙ k_a),  b = kk ⊙ a,  kk = q / max(‖q‖, ε), q = k̃ ⊙ k_k
+    keys_backward(ls, params, t, g, train.then_some(&mut *grads));
+    // 9. v = ṽ (block 0), or ṽ + (v_first − ṽ) ⊙ ν
     value_backward(ls, params, t, v_first, g, train.then_some(&mut *grads));
+    // 8.–6. g, a and w, each through its low-rank path
     low_rank_paths_backward(ls, params, t, g, train.then_some(&mut *grads));
     // 5. r = W_r x_r;   k̃ = W_k x_k;   ṽ = W_v x_v   (x_v's gradient adds to the value path's)
-    let g_w = train.then(|| ls.r_proj.of_mut(grads));
-    linear_backward(
-        p(ls.r_proj),
-        t.shift[R],
-        &g.r,
-        &mut g.shift[R],
-        g_w,
-        None,
-        (c, c),
-        false,
-    );
-    let g_w = train.then(|| ls.k_proj.of_mut(grads));
-    linear_backward(
-        p(ls.k_proj),
-        t.shift[K],
-        &g.kt,
-        &mut g.shift[K],
-        g_w,
-        None,
-        (c, c),
-        false,
-    );
-    let g_w = train.then(|| ls.v_proj.of_mut(grads));
-    linear_backward(
-        p(ls.v_proj),
-        t.shift[VAL],
-        &g.vt,
-        &mut g.shift[VAL],
-        g_w,
-        None,
-        (c, c),
-        true,
-    );
+    projections_backward(ls, params, t, g, train.then_some(&mut *grads));
     // 4. x_m = xn + μ_m ⊙ (prev − xn), and xn became the next byte's prev
     take_carry(carry.as_deref_mut().map(|lc| &mut *lc.att_prev), &mut g.xn);
     for m in 0..SHIFTS {
         let g_prev = carry.as_deref_mut().map(|lc| &mut *lc.att_prev);
         let g_mix = train.then(|| ls.mix[m].of_mut(grads));
-        token_shift_backward(
-            &g.shift[m],
-            t.xn,
-            t.att_prev,
-            p(ls.mix[m]),
-            &mut g.xn,
-            g_prev,
-            g_mix,
-        );
+        let (mix, g_shift) = (ls.mix[m].of(params), &g.shift[m]);
+        token_shift_backward(g_shift, t.xn, t.att_prev, mix, &mut g.xn, g_prev, g_mix);
     }
     // 3. xn = LN_attn(x_in); the residual passes g.x through
     let norm = (ls.attn_norm_w, ls.attn_norm_b, scope.has(ATTN_NORM));
     norm_backward(t.x_in, params, norm, g, grads);
+}
+
+/// Steps 16–13 backward: the output projection, the gate and the group norm with its bonus.
+/// Writes `g.y_wkv` and the bonus term's share of `g.v`, `g.r` and `g.k`.
+fn readout_backward(
+    ls: &LayerSlots,
+    params: &[f32],
+    t: TraceRef,
+    g: &mut GradScratch,
+    mut grads: Option<&mut [f32]>,
+) {
+    let c = g.x.len();
+    // 16. x_mid = x_in + W_o y_gate   (g.x = dL/dx_mid; the residual passes it on)
+    let g_w = grads.as_deref_mut().map(|gr| ls.o_proj.of_mut(gr));
+    let w_o = ls.o_proj.of(params);
+    linear_backward(w_o, t.y_gate, &g.x, &mut g.y, g_w, None, (c, c), false);
+    // 15. y_gate = y_head ⊙ g
+    gate_backward(t.y_head, t.g, &g.y, &mut g.yh, &mut g.g);
+    // 14.–13. y_head = GN(y_wkv) + α·v,   α = Σ r ⊙ k ⊙ r_k per head
+    let param_grads = grads.map(|grads| ReadoutGrads {
+        grads,
+        gn_w: ls.gn_w,
+        gn_b: ls.gn_b,
+        r_k: ls.r_k,
+    });
+    let g_in = (&mut g.v[..], &mut g.r[..], &mut g.k[..], &mut g.y_wkv[..]);
+    let (x, w) = (readout_inputs(t), readout_weights(ls, params));
+    group_norm_bonus_backward(&x, &w, t.alpha, &g.yh, g_in, param_grads);
+}
+
+/// Steps 11–10 backward: the written key `k`, the removal direction `b` and the normalised
+/// key `kk`. Writes `g.a` and `g.kt`.
+fn keys_backward(
+    ls: &LayerSlots,
+    params: &[f32],
+    t: TraceRef,
+    g: &mut GradScratch,
+    mut grads: Option<&mut [f32]>,
+) {
+    let (k_a, k_k) = (ls.k_a.of(params), ls.k_k.of(params));
+    // 11. k = k̃ ⊙ (1 + (a − 1) ⊙ k_a);   b = kk ⊙ a
+    let x = KeyInputs {
+        kt: t.kt,
+        a: t.a,
+        k_a,
+        kk: t.kk,
+    };
+    let g_k_a = grads.as_deref_mut().map(|gr| ls.k_a.of_mut(gr));
+    key_backward(&x, &g.k, &g.b, (&mut g.a, &mut g.kt, &mut g.kk), g_k_a);
+    // 10. kk = q / max(‖q‖, ε) per head, q = k̃ ⊙ k_k
+    let g_k_k = grads.map(|gr| ls.k_k.of_mut(gr));
+    let (x, norms) = ((t.kt, k_k, t.kk), t.kk_norm);
+    kk_norm_backward(x, norms, &g.kk, &mut g.tmp, &mut g.kt, g_k_k);
+}
+
+/// Step 5 backward: `r = W_r x_r`, `k̃ = W_k x_k`, `ṽ = W_v x_v`. Writes the gradients of `x_r`
+/// and `x_k` and adds to that of `x_v` (which the value-residual path wrote).
+fn projections_backward(
+    ls: &LayerSlots,
+    params: &[f32],
+    t: TraceRef,
+    g: &mut GradScratch,
+    mut grads: Option<&mut [f32]>,
+) {
+    let c = g.x.len();
+    let paths = [
+        (ls.r_proj, R, &g.r, false),
+        (ls.k_proj, K, &g.kt, false),
+        (ls.v_proj, VAL, &g.vt, true),
+    ];
+    for (w, m, g_y, accumulate) in paths {
+        let g_w = grads.as_deref_mut().map(|gr| w.of_mut(gr));
+        let (x, g_x) = (t.shift[m], &mut g.shift[m]);
+        linear_backward(w.of(params), x, g_y, g_x, g_w, None, (c, c), accumulate);
+    }
 }
 
 /// Step 9 backward. Block 0: `v = ṽ = v_first`, which every later block also read; later
@@ -380,7 +362,7 @@ pub fn channel_mix_backward(
     // 18. x_f = xf + μ ⊙ (prev − xf), and xf became the next byte's prev: what later bytes
     //     pass back for it joins g.xn; the carry then holds dL/d(prev).
     take_carry(carry.as_deref_mut().map(|lc| &mut *lc.ffn_prev), &mut g.xn);
-    let g_prev = carry.as_deref_mut().map(|lc| &mut *lc.ffn_prev);
+    let g_prev = carry.map(|lc| &mut *lc.ffn_prev);
     let g_mix = train.then(|| ls.ffn_mix.of_mut(grads));
     let mix = ls.ffn_mix.of(params);
     token_shift_backward(&g.tmp, t.xf, t.ffn_prev, mix, &mut g.xn, g_prev, g_mix);

@@ -33,7 +33,6 @@ pub fn ffn_forward(
 
 /// Backward of [`ffn_forward`] from `g_out`: writes `g_x` (`g_h` is scratch of `F`) and, with
 /// `grads`, adds the weights' gradients.
-#[allow(clippy::too_many_arguments)]
 pub fn ffn_backward(
     ffn: &FfnWeights,
     params: &[f32],

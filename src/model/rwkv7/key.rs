@@ -24,11 +24,8 @@ pub fn kk_norm_forward(kt: &[f32], k_k: &[f32], kk: &mut [f32], norms: &mut [f32
 /// Backward of [`kk_norm_forward`] from `g_kk`: `dL/dq = (g − kk·(g·kk)) / ‖q‖`, or `g / ε`
 /// where the floor was taken (written to the scratch `g_q`); then adds `dL/dq ⊙ k_k` to `g_kt`
 /// and, when given, `dL/dq ⊙ k̃` to `g_k_k`.
-#[allow(clippy::too_many_arguments)]
 pub fn kk_norm_backward(
-    kt: &[f32],
-    k_k: &[f32],
-    kk: &[f32],
+    (kt, k_k, kk): (&[f32], &[f32], &[f32]),
     norms: &[f32],
     g_kk: &[f32],
     g_q: &mut [f32],

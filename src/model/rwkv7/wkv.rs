@@ -66,8 +66,7 @@ pub struct WkvGrads<'a> {
 /// Backward of [`wkv_forward`] from `g_y`. `prev` is the state the step started from and `sa`
 /// the forward's; the state after the step is recomputed row by row from `prev` (same cell
 /// function, same bits) instead of being kept in the trace. With `carry` (`[H, N, N]`), reads
-/// it as dL/dS' and leaves dL/dS in it. `row` and `s_new` are scratch of `N`.
-#[allow(clippy::too_many_arguments)]
+/// it as dL/dS' and leaves dL/dS in it. `scratch` is two rows of `N`.
 pub fn wkv_backward(
     prev: &[f32],
     x: &WkvInputs,
@@ -75,8 +74,7 @@ pub fn wkv_backward(
     g_y: &[f32],
     g: WkvGrads,
     mut carry: Option<&mut [f32]>,
-    g_row: &mut [f32],
-    s_new: &mut [f32],
+    (g_row, s_new): (&mut [f32], &mut [f32]),
 ) {
     g.w.fill(0.0);
     g.b.fill(0.0);
