@@ -1,0 +1,868 @@
+//! RWKV-7 byte model: time-mixing blocks with a delta-rule WKV state and squared-ReLU channel
+//! mixing over a LayerNorm residual stream, one byte at a time.
+//!
+//! Dimensions:
+//! - `V` = 256 byte values
+//! - `C` = hidden width (residual stream)
+//! - `H` = heads = C / 64
+//! - `N` = 64, the width of one head
+//! - `F` = FFN (channel-mixing) width
+//! - `Dw`, `Da`, `Dv`, `Dg` = ranks of the decay, in-context learning rate (`a`), value-residual
+//!   and gate low-rank paths
+//!
+//! One block: `x += W_o · attn(LN(x))`, then `x += W_value · relu(W_key · shift(LN(x)))²`. The
+//! attention keeps, per head, an `N × N` state `S` (row = value channel, column = key channel)
+//! updated by the delta rule `S' = S·diag(w) − (S·kk)(kk⊙a)ᵀ + v·kᵀ` and read as `y = S'·r`.
+//! Both halves of a block mix the current byte's normalised input with the previous byte's
+//! (token shift), so the state also carries one `[C]` vector per half.
+//!
+//! Weight names are the safetensors keys of the model family (`model.layers.N.attn.*`,
+//! `model.layers.N.ffn.*`); block 0 alone has a pre-norm, and blocks after the first alone have
+//! the value-residual low-rank path.
+//!
+//! Files: this one holds the config, the weights' slots, the state and trace layouts and the
+//! step and backward sequences; [`block`] the two halves of a block as call sequences of the
+//! layers, each layer a `*_forward` beside its `*_backward`: [`wkv`] (delta-rule state update
+//! and readout), [`group_norm`] (per-head norm with the `r·k` bonus, and the gate), [`key`]
+//! (kk normalisation, the written key), [`low_rank`] (the four low-rank paths) and [`ffn`];
+//! the norms, token shift and linear maps are [`crate::model::layers`]. [`table`] reads one
+//! layout declaration as slots, counts and views.
+
+mod block;
+mod ffn;
+mod group_norm;
+mod key;
+mod low_rank;
+mod table;
+#[cfg(test)]
+mod tests;
+mod wkv;
+
+use std::ops::Range;
+
+use anyhow::{Result, bail};
+
+use crate::kernels;
+use crate::model::layers::{layer_norm, layer_norm_backward, layer_norm_param_grads};
+use crate::model::layout::Layout;
+use crate::model::{Build, Network, StateTensor, VOCAB};
+use crate::params::{Group, InitRng, ParamSet, Scope, Slot, TensorSource};
+
+use block::GradScratch;
+use ffn::FfnWeights;
+use low_rank::{Inner, LowRank};
+use table::{carve, carve_mut, register};
+
+/// Training groups of RWKV-7, indexed by [`crate::params::Group`].
+pub const GROUPS: &[&str] = &[
+    "embed",
+    "pre_norm",
+    "attn_norm",
+    "ffn_norm",
+    "attn",
+    "ffn",
+    "head",
+];
+const EMBED: Group = 0;
+const PRE_NORM: Group = 1;
+const ATTN_NORM: Group = 2;
+const FFN_NORM: Group = 3;
+const ATTN: Group = 4;
+const FFN: Group = 5;
+/// The LM head and the final LayerNorm, trained together as in the reference.
+const HEAD: Group = 6;
+// Group 7, "bias", is the predictor's output bias: no tensor of the network belongs to it.
+
+/// Width of one head; the WKV state of a head is `N × N`.
+const N: usize = 64;
+/// LayerNorm epsilon of the residual-stream norms.
+const LN_EPS: f32 = 1e-5;
+
+/// Indices of the six token-shifted inputs of the attention, in the order of their mixes
+/// (`x_r, x_w, x_k, x_v, x_a, x_g`).
+const R: usize = 0;
+const W: usize = 1;
+const K: usize = 2;
+const VAL: usize = 3;
+const A: usize = 4;
+const G: usize = 5;
+const SHIFTS: usize = 6;
+const SHIFT_NAMES: [&str; SHIFTS] = ["x_r", "x_w", "x_k", "x_v", "x_a", "x_g"];
+
+// ---------------------------------------------------------------------------------------------
+// Config
+// ---------------------------------------------------------------------------------------------
+
+/// Sizes of an RWKV-7 network. Heads are 64 wide, so `hidden` is a multiple of 64.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// `C`
+    pub hidden: usize,
+    pub layers: usize,
+    /// `F`
+    pub intermediate: usize,
+    /// `Dw`
+    pub decay_rank: usize,
+    /// `Da`
+    pub a_rank: usize,
+    /// `Dv` (blocks after the first)
+    pub v_rank: usize,
+    /// `Dg`
+    pub g_rank: usize,
+}
+
+impl Default for Config {
+    /// Two heads, two blocks, FFN four times as wide: about half a million parameters, small
+    /// enough to train byte by byte. Levels edit these sizes (src/levels.rs).
+    fn default() -> Self {
+        Self {
+            hidden: 128,
+            layers: 2,
+            intermediate: 512,
+            decay_rank: 16,
+            a_rank: 16,
+            v_rank: 16,
+            g_rank: 32,
+        }
+    }
+}
+
+impl Config {
+    pub fn validate(&self) -> Result<()> {
+        for (name, v) in [
+            ("hidden", self.hidden),
+            ("layers", self.layers),
+            ("intermediate", self.intermediate),
+            ("decay_rank", self.decay_rank),
+            ("a_rank", self.a_rank),
+            ("v_rank", self.v_rank),
+            ("g_rank", self.g_rank),
+        ] {
+            if v == 0 || v > crate::model::MAX_DIM {
+                bail!(
+                    "rwkv7 {name} = {v} is out of range (1..={})",
+                    crate::model::MAX_DIM
+                );
+            }
+        }
+        if !self.hidden.is_multiple_of(N) {
+            bail!(
+                "rwkv7 hidden size {} must be a positive multiple of the head size {N}",
+                self.hidden
+            );
+        }
+        if self.layers > 64 {
+            bail!("rwkv7 config is too large (at most 64 layers)");
+        }
+        let params = self.param_count();
+        if params > crate::model::MAX_PARAMS {
+            bail!(
+                "rwkv7 config has {params} parameters; this build accepts at most {}",
+                crate::model::MAX_PARAMS
+            );
+        }
+        Ok(())
+    }
+
+    /// The sizes of the network stored in a model file. With a single block the value-residual
+    /// rank cannot be read off (only later blocks have that path) and keeps its default.
+    pub fn infer(file: &dyn TensorSource) -> Result<Config> {
+        let at = "model.layers.0.attn";
+        let vocab = file.dim("model.embeddings.weight", 2, 0)?;
+        if vocab != VOCAB {
+            bail!("model file has a vocabulary of {vocab}; lmzip's models read bytes ({VOCAB})");
+        }
+        let layers = file.count_layers("model.layers.", ".attn.r_proj.weight");
+        let v_rank = if layers > 1 {
+            file.dim("model.layers.1.attn.v_lora.lora.0.weight", 2, 0)?
+        } else {
+            Config::default().v_rank
+        };
+        let cfg = Config {
+            hidden: file.dim("model.embeddings.weight", 2, 1)?,
+            layers,
+            intermediate: file.dim("model.layers.0.ffn.key.weight", 2, 0)?,
+            decay_rank: file.dim(&format!("{at}.w_lora.lora.0.weight"), 2, 0)?,
+            a_rank: file.dim(&format!("{at}.a_lora.lora.0.weight"), 2, 0)?,
+            v_rank,
+            g_rank: file.dim(&format!("{at}.g_lora.lora.0.weight"), 2, 0)?,
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// `H`
+    pub fn heads(&self) -> usize {
+        self.hidden / N
+    }
+
+    /// Number of parameters (without the output bias).
+    pub fn param_count(&self) -> usize {
+        let (c, f) = (self.hidden, self.intermediate);
+        let (dw, da, dv, dg) = (self.decay_rank, self.a_rank, self.v_rank, self.g_rank);
+        // norms, r/k/v/o, shift mixes, decay, a, gate, k_k/k_a/r_k, group norm, FFN
+        let block = 4 * c
+            + 4 * c * c
+            + SHIFTS * c
+            + (2 * dw * c + c)
+            + (2 * da * c + c)
+            + 2 * dg * c
+            + 3 * c
+            + 2 * c
+            + (c + 2 * f * c);
+        let v_lora = 2 * dv * c + c;
+        2 * VOCAB * c + 2 * c + 2 * c + self.layers * block + (self.layers - 1) * v_lora
+    }
+
+    /// Floats of one state (and of one carry): the state layout's length.
+    pub fn state_floats(&self) -> usize {
+        self.state_blocks().layout.len()
+    }
+
+    /// Floats of one trace: the trace layout's length.
+    pub fn trace_floats(&self) -> usize {
+        self.trace_blocks().layout.len()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Weights: slots into the ParamSet
+// ---------------------------------------------------------------------------------------------
+
+struct LayerSlots {
+    attn_norm_w: Slot, // [C]
+    attn_norm_b: Slot, // [C]
+    ffn_norm_w: Slot,  // [C]
+    ffn_norm_b: Slot,  // [C]
+    r_proj: Slot,      // [C, C]
+    k_proj: Slot,      // [C, C]
+    v_proj: Slot,      // [C, C]
+    o_proj: Slot,      // [C, C]
+    /// Token-shift mixes `x_r, x_w, x_k, x_v, x_a, x_g`, each `[C]` (indexed by R, W, …).
+    mix: [Slot; SHIFTS],
+    /// Decay: `w_lora`, rank `Dw`, tanh inside, bias `w0`.
+    w_lora: LowRank,
+    /// In-context learning rate: `a_lora`, rank `Da`, bias `a0`.
+    a_lora: LowRank,
+    /// Value residual (blocks after the first): `v_lora`, rank `Dv`, bias `v0`.
+    v_lora: Option<LowRank>,
+    /// Gate: `g_lora`, rank `Dg`, sigmoid inside, no bias.
+    g_lora: LowRank,
+    k_k: Slot,     // [C]
+    k_a: Slot,     // [C]
+    r_k: Slot,     // [C] (H rows of N)
+    gn_w: Slot,    // [C]
+    gn_b: Slot,    // [C]
+    ffn_mix: Slot, // [C]
+    ffn: FfnWeights,
+}
+
+struct Slots {
+    embed: Slot,        // [V, C]
+    final_norm_w: Slot, // [C]
+    final_norm_b: Slot, // [C]
+    lm_head: Slot,      // [V, C]
+    pre_norm_w: Slot,   // [C] (block 0)
+    pre_norm_b: Slot,   // [C] (block 0)
+    layers: Vec<LayerSlots>,
+}
+
+/// Registers a low-rank path `{at}.{name}.lora.{0,2}.*`: down `[rank, C]`, up `[C, rank]`
+/// and, when `bias`, `[C]`.
+fn add_low_rank(
+    p: &mut ParamSet,
+    at: &str,
+    name: &str,
+    shape: (usize, usize),
+    inner: Inner,
+    bias: bool,
+) -> LowRank {
+    let (rank, width) = shape;
+    let lora = format!("{at}.{name}.lora");
+    LowRank {
+        down: p.add(format!("{lora}.0.weight"), &[rank, width], ATTN),
+        up: p.add(format!("{lora}.2.weight"), &[width, rank], ATTN),
+        bias: bias.then(|| p.add(format!("{lora}.2.bias"), &[width], ATTN)),
+        inner,
+        rank,
+        width,
+    }
+}
+
+/// Registers the tensors of block `l`, in the order of the reference's model files.
+fn register_layer(cfg: &Config, p: &mut ParamSet, l: usize) -> LayerSlots {
+    let (c, f) = (cfg.hidden, cfg.intermediate);
+    let b = format!("model.layers.{l}");
+    let at = format!("{b}.attn");
+    let attn_norm_w = p.add(format!("{b}.attn_norm.weight"), &[c], ATTN_NORM);
+    let attn_norm_b = p.add(format!("{b}.attn_norm.bias"), &[c], ATTN_NORM);
+    let ffn_norm_w = p.add(format!("{b}.ffn_norm.weight"), &[c], FFN_NORM);
+    let ffn_norm_b = p.add(format!("{b}.ffn_norm.bias"), &[c], FFN_NORM);
+    let r_proj = p.add(format!("{at}.r_proj.weight"), &[c, c], ATTN);
+    let k_proj = p.add(format!("{at}.k_proj.weight"), &[c, c], ATTN);
+    let v_proj = p.add(format!("{at}.v_proj.weight"), &[c, c], ATTN);
+    let o_proj = p.add(format!("{at}.o_proj.weight"), &[c, c], ATTN);
+    let mix = SHIFT_NAMES.map(|m| p.add(format!("{at}.{m}"), &[c], ATTN));
+    let w_lora = add_low_rank(p, &at, "w_lora", (cfg.decay_rank, c), Inner::Tanh, true);
+    let a_lora = add_low_rank(p, &at, "a_lora", (cfg.a_rank, c), Inner::Identity, true);
+    let v_lora =
+        (l > 0).then(|| add_low_rank(p, &at, "v_lora", (cfg.v_rank, c), Inner::Identity, true));
+    LayerSlots {
+        attn_norm_w,
+        attn_norm_b,
+        ffn_norm_w,
+        ffn_norm_b,
+        r_proj,
+        k_proj,
+        v_proj,
+        o_proj,
+        mix,
+        w_lora,
+        a_lora,
+        v_lora,
+        g_lora: add_low_rank(p, &at, "g_lora", (cfg.g_rank, c), Inner::Sigmoid, false),
+        k_k: p.add(format!("{at}.k_k"), &[c], ATTN),
+        k_a: p.add(format!("{at}.k_a"), &[c], ATTN),
+        r_k: p.add(format!("{at}.r_k"), &[c], ATTN),
+        gn_w: p.add(format!("{at}.g_norm.weight"), &[c], ATTN),
+        gn_b: p.add(format!("{at}.g_norm.bias"), &[c], ATTN),
+        ffn_mix: p.add(format!("{b}.ffn.x_k"), &[c], FFN),
+        ffn: FfnWeights {
+            key: p.add(format!("{b}.ffn.key.weight"), &[f, c], FFN),
+            value: p.add(format!("{b}.ffn.value.weight"), &[c, f], FFN),
+            width: c,
+            inner: f,
+        },
+    }
+}
+
+/// Registers every tensor, in the order (and with the names and shapes) the reference writes
+/// model files.
+fn register_params(cfg: &Config, p: &mut ParamSet) -> Slots {
+    let c = cfg.hidden;
+    let embed = p.add_sparse_rows("model.embeddings.weight", &[VOCAB, c], EMBED);
+    let final_norm_w = p.add("model.norm.weight", &[c], HEAD);
+    let final_norm_b = p.add("model.norm.bias", &[c], HEAD);
+    let lm_head = p.add("lm_head.weight", &[VOCAB, c], HEAD);
+    let pre_norm_w = p.add("model.layers.0.pre_norm.weight", &[c], PRE_NORM);
+    let pre_norm_b = p.add("model.layers.0.pre_norm.bias", &[c], PRE_NORM);
+    let layers = (0..cfg.layers).map(|l| register_layer(cfg, p, l)).collect();
+    Slots {
+        embed,
+        final_norm_w,
+        final_norm_b,
+        lm_head,
+        pre_norm_w,
+        pre_norm_b,
+        layers,
+    }
+}
+
+/// Seeded initialisation of the reference system: the same generator, scales, centres and
+/// order of draws, so a seed gives the same starting weights. Tensors registered as zero and
+/// not named here (biases w0, a0, v0, the norm biases) stay zero.
+fn init_random(slots: &Slots, p: &mut ParamSet, seed: u64) {
+    let mut rng = InitRng::new(seed);
+    rng.fill_uniform(p.get_mut(slots.embed), 0.02);
+    p.get_mut(slots.final_norm_w).fill(1.0);
+    rng.fill_uniform(p.get_mut(slots.lm_head), 0.02);
+    p.get_mut(slots.pre_norm_w).fill(1.0);
+    for l in &slots.layers {
+        p.get_mut(l.attn_norm_w).fill(1.0);
+        p.get_mut(l.ffn_norm_w).fill(1.0);
+        // r, k and v are drawn as one block, then o.
+        for s in [l.r_proj, l.k_proj, l.v_proj, l.o_proj] {
+            rng.fill_uniform(p.get_mut(s), 0.02);
+        }
+        // The low-rank matrices: decay, a, value residual (blocks after the first), gate.
+        for lr in [
+            Some(&l.w_lora),
+            Some(&l.a_lora),
+            l.v_lora.as_ref(),
+            Some(&l.g_lora),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            rng.fill_uniform(p.get_mut(lr.down), 0.02);
+            rng.fill_uniform(p.get_mut(lr.up), 0.02);
+        }
+        // Mixes around ½: each shifted input starts as the mean of this byte and the last.
+        for &m in &l.mix {
+            rng.fill_centered(p.get_mut(m), 0.5, 0.02);
+        }
+        // k_k = 1: kk is the plain normalised key; k_a = 1: k = k̃·a; r_k = 1.
+        p.get_mut(l.k_k).fill(1.0);
+        p.get_mut(l.k_a).fill(1.0);
+        p.get_mut(l.r_k).fill(1.0);
+        p.get_mut(l.gn_w).fill(1.0);
+        rng.fill_centered(p.get_mut(l.ffn_mix), 0.5, 0.02);
+        rng.fill_uniform(p.get_mut(l.ffn.key), 0.02);
+        rng.fill_uniform(p.get_mut(l.ffn.value), 0.02);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// State and trace: flat buffers, each declared once (see `table`)
+// ---------------------------------------------------------------------------------------------
+
+/// What one block carries from byte to byte. The value residual (`v_first`, block 0's value) is
+/// not part of the state: every step sets it in block 0 before a later block reads it. A carry
+/// (the gradient with respect to a state) has the same layout.
+struct LayerState<T> {
+    /// The previous byte's attention-norm output (token shift of the attention), `[C]`.
+    att_prev: T,
+    /// WKV state `[H, N, N]`: per head, row = value channel, column = key channel.
+    wkv: T,
+    /// The previous byte's FFN-norm output (token shift of the FFN), `[C]`.
+    ffn_prev: T,
+}
+
+/// The state layout of one block. The entry names (prefixed `layers.{l}.`) are the keys of the
+/// state in model files.
+fn layer_state<T>(cfg: &Config, add: &mut impl FnMut(&str, &[usize]) -> T) -> LayerState<T> {
+    let (c, h) = (cfg.hidden, cfg.heads());
+    LayerState {
+        att_prev: add("att_prev", &[c]),
+        wkv: add("wkv", &[h, N, N]),
+        ffn_prev: add("ffn_prev", &[c]),
+    }
+}
+
+/// What backward needs from one step outside the blocks.
+struct StepTrace<T> {
+    token: T,   // [1] the byte read, as a float
+    x0: T,      // [C] embedding row: the pre-norm's input
+    v_first: T, // [C] block 0's value, mixed into later blocks' values
+    x_final: T, // [C] residual stream after the last block
+    xo: T,      // [C] final norm: the LM head's input
+}
+
+fn step_trace<T>(cfg: &Config, add: &mut impl FnMut(&str, &[usize]) -> T) -> StepTrace<T> {
+    let c = cfg.hidden;
+    StepTrace {
+        token: add("token", &[1]),
+        x0: add("x0", &[c]),
+        v_first: add("v_first", &[c]),
+        x_final: add("x_final", &[c]),
+        xo: add("xo", &[c]),
+    }
+}
+
+/// What backward needs from one block of one step.
+struct LayerTrace<T> {
+    x_in: T,            // [C] residual stream entering the block
+    xn: T,              // [C] attn_norm(x_in): base of the attention's token shift
+    att_prev: T,        // [C] shift state before this step
+    shift: [T; SHIFTS], // [6][C] token-shifted inputs x_r, x_w, x_k, x_v, x_a, x_g
+    r: T,               // [C] receptance
+    kt: T,              // [C] k̃ = W_k x_k, the key before the `a` scaling
+    vt: T,              // [C] ṽ = W_v x_v, the value before the residual mix
+    w_hidden: T,        // [Dw] tanh(W1 x_w)
+    w_sig: T,           // [C] sigmoid of the decay pre-activation
+    w: T,               // [C] decay
+    a_hidden: T,        // [Da] A1 x_a
+    a: T,               // [C] in-context learning rate
+    g_hidden: T,        // [Dg] sigmoid(G1 x_g)
+    g: T,               // [C] output gate
+    v_hidden: T,        // [Dv] V1 x_v (blocks after the first; empty in block 0)
+    nu: T,              // [C] value-residual mix (blocks after the first; empty in block 0)
+    v: T,               // [C] value
+    kk: T,              // [C] per-head normalised k̃ ⊙ k_k
+    kk_norm: T,         // [H] per-head norm of k̃ ⊙ k_k before normalisation
+    b: T,               // [C] kk ⊙ a: the removal direction of the delta rule
+    k: T,               // [C] key written into the state
+    wkv_prev: T,        // [H, N, N] state before this step
+    sa: T,              // [C] S·kk per head and row (state before this step)
+    y_wkv: T,           // [C] S'·r
+    alpha: T,           // [H] Σ r ⊙ k ⊙ r_k per head: weight of the bonus term
+    y_head: T,          // [C] group norm plus the r·k bonus: the gate's input
+    y_gate: T,          // [C] gated output: W_o's input
+    x_mid: T,           // [C] residual stream after the attention
+    xf: T,              // [C] ffn_norm(x_mid): base of the FFN's token shift
+    ffn_prev: T,        // [C] FFN shift state before this step
+    ffn_x: T,           // [C] token-shifted FFN input
+    ffn_pre: T,         // [F] W_key ffn_x
+    ffn_h: T,           // [F] relu(ffn_pre)²
+}
+
+fn layer_trace<T>(
+    cfg: &Config,
+    l: usize,
+    add: &mut impl FnMut(&str, &[usize]) -> T,
+) -> LayerTrace<T> {
+    let (c, f, h) = (cfg.hidden, cfg.intermediate, cfg.heads());
+    // Only blocks after the first have the value-residual path.
+    let (dv, nu) = if l > 0 { (cfg.v_rank, c) } else { (0, 0) };
+    LayerTrace {
+        x_in: add("x_in", &[c]),
+        xn: add("xn", &[c]),
+        att_prev: add("att_prev", &[c]),
+        shift: SHIFT_NAMES.map(|name| add(name, &[c])),
+        r: add("r", &[c]),
+        kt: add("kt", &[c]),
+        vt: add("vt", &[c]),
+        w_hidden: add("w_hidden", &[cfg.decay_rank]),
+        w_sig: add("w_sig", &[c]),
+        w: add("w", &[c]),
+        a_hidden: add("a_hidden", &[cfg.a_rank]),
+        a: add("a", &[c]),
+        g_hidden: add("g_hidden", &[cfg.g_rank]),
+        g: add("g", &[c]),
+        v_hidden: add("v_hidden", &[dv]),
+        nu: add("nu", &[nu]),
+        v: add("v", &[c]),
+        kk: add("kk", &[c]),
+        kk_norm: add("kk_norm", &[h]),
+        b: add("b", &[c]),
+        k: add("k", &[c]),
+        wkv_prev: add("wkv_prev", &[h, N, N]),
+        sa: add("sa", &[c]),
+        y_wkv: add("y_wkv", &[c]),
+        alpha: add("alpha", &[h]),
+        y_head: add("y_head", &[c]),
+        y_gate: add("y_gate", &[c]),
+        x_mid: add("x_mid", &[c]),
+        xf: add("xf", &[c]),
+        ffn_prev: add("ffn_prev", &[c]),
+        ffn_x: add("ffn_x", &[c]),
+        ffn_pre: add("ffn_pre", &[f]),
+        ffn_h: add("ffn_h", &[f]),
+    }
+}
+
+/// A flat buffer: the entries of the whole step (`..top`), then one run of entries per block.
+struct Blocks {
+    layout: Layout,
+    top: usize,
+    layers: Vec<Range<usize>>,
+}
+
+impl Blocks {
+    /// Lays out `top`'s entries, then `layer`'s for each block, prefixed `layers.{l}.`.
+    fn new(
+        layers: usize,
+        top: impl FnOnce(&mut Layout),
+        mut layer: impl FnMut(&mut Layout, &str, usize),
+    ) -> Self {
+        let mut layout = Layout::new();
+        top(&mut layout);
+        let top = layout.len();
+        let layers = (0..layers)
+            .map(|l| {
+                let start = layout.len();
+                layer(&mut layout, &format!("layers.{l}."), l);
+                start..layout.len()
+            })
+            .collect();
+        Blocks {
+            layout,
+            top,
+            layers,
+        }
+    }
+
+    /// Block `l`'s range within the part after the step's own entries.
+    fn after_top(&self, l: usize) -> Range<usize> {
+        self.layers[l].start - self.top..self.layers[l].end - self.top
+    }
+}
+
+impl Config {
+    fn state_blocks(&self) -> Blocks {
+        Blocks::new(
+            self.layers,
+            |_| {},
+            |layout, prefix, _| {
+                layer_state(self, &mut register(layout, prefix));
+            },
+        )
+    }
+
+    fn trace_blocks(&self) -> Blocks {
+        let top = |layout: &mut Layout| {
+            step_trace(self, &mut register(layout, ""));
+        };
+        Blocks::new(self.layers, top, |layout, prefix, l| {
+            layer_trace(self, l, &mut register(layout, prefix));
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The network
+// ---------------------------------------------------------------------------------------------
+
+pub struct Rwkv7 {
+    cfg: Config,
+    slots: Slots,
+    state_layout: Blocks,
+    trace_layout: Blocks,
+    /// The trace an untraced forward writes into: traced and untraced forward run one code path.
+    scratch: Vec<f32>,
+    /// Residual stream of the step being computed, `[C]`.
+    x: Vec<f32>,
+    /// The FFN's output before it joins the residual stream, `[C]`.
+    block_out: Vec<f32>,
+    logits: Vec<f32>,
+    g: GradScratch,
+}
+
+impl Rwkv7 {
+    /// A network and its parameters, all zero: the layout that [`Rwkv7::new_random`] fills
+    /// with seeded values and the model-file loader fills by name.
+    pub fn new(cfg: Config) -> Result<(Self, ParamSet)> {
+        cfg.validate()?;
+        let mut params = ParamSet::new();
+        let slots = register_params(&cfg, &mut params);
+        let trace_layout = cfg.trace_blocks();
+        let net = Rwkv7 {
+            scratch: trace_layout.layout.zeros(),
+            state_layout: cfg.state_blocks(),
+            trace_layout,
+            x: vec![0.0; cfg.hidden],
+            block_out: vec![0.0; cfg.hidden],
+            logits: vec![0.0; VOCAB],
+            g: GradScratch::new(&cfg),
+            cfg,
+            slots,
+        };
+        Ok((net, params))
+    }
+
+    /// A freshly initialised network and its parameters.
+    pub fn new_random(cfg: Config, seed: u64) -> Result<(Self, ParamSet)> {
+        let (mut net, mut params) = Self::new(cfg)?;
+        init_random(&net.slots, &mut params, seed);
+        net.refresh(&params);
+        Ok((net, params))
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// One forward step: reads `token` and advances `state`. Without a trace it skips the
+    /// copies that only backward reads, and without `logits` the LM head: neither changes a
+    /// bit of the state or of the logits.
+    fn step(
+        &mut self,
+        params: &ParamSet,
+        state: &mut [f32],
+        token: u8,
+        trace: Option<&mut Vec<f32>>,
+        logits: bool,
+    ) {
+        let Rwkv7 {
+            cfg,
+            slots: sl,
+            state_layout,
+            trace_layout,
+            scratch,
+            x,
+            block_out,
+            logits: out,
+            ..
+        } = self;
+        let traced = trace.is_some();
+        let tr = trace.unwrap_or(scratch);
+        let (top, layers) = tr.split_at_mut(trace_layout.top);
+        let top = step_trace(cfg, &mut carve_mut(top));
+        let (c, p) = (cfg.hidden, |slot: Slot| slot.of(&params.data));
+
+        top.token[0] = token as f32;
+        // 1. x0 = embed[token]   (a byte is always a valid row: no clamping, unlike the
+        //    reference, which silently clamps out-of-range token ids)
+        top.x0.copy_from_slice(p(sl.embed.row(token as usize, c)));
+        // 2. x = LN_pre(x0)   (block 0's pre-norm)
+        layer_norm(top.x0, p(sl.pre_norm_w), p(sl.pre_norm_b), LN_EPS, x);
+        for (l, ls) in sl.layers.iter().enumerate() {
+            let mut lt = layer_trace(
+                cfg,
+                l,
+                &mut carve_mut(&mut layers[trace_layout.after_top(l)]),
+            );
+            let mut st = layer_state(
+                cfg,
+                &mut carve_mut(&mut state[state_layout.layers[l].clone()]),
+            );
+            if traced {
+                lt.x_in.copy_from_slice(x);
+            }
+            // 3.–16. x += W_o · attention(LN_attn(x))
+            block::time_mix_forward(ls, &params.data, &mut st, &mut lt, top.v_first, x, traced);
+            // 17.–20. x += W_value · relu(W_key · shift(LN_ffn(x)))²
+            block::channel_mix_forward(ls, &params.data, &mut st, &mut lt, x, block_out);
+        }
+        // 21. logits = lm_head · LN_out(x)
+        if logits {
+            top.x_final.copy_from_slice(x);
+            let (norm_w, norm_b) = (p(sl.final_norm_w), p(sl.final_norm_b));
+            layer_norm(x, norm_w, norm_b, LN_EPS, top.xo);
+            kernels::gemv(p(sl.lm_head), top.xo, out, VOCAB, c);
+        }
+    }
+}
+
+impl Build for Rwkv7 {
+    type Config = Config;
+
+    fn infer(src: &dyn TensorSource) -> Result<Config> {
+        Config::infer(src)
+    }
+
+    fn new(cfg: Config) -> Result<(Self, ParamSet)> {
+        Rwkv7::new(cfg)
+    }
+}
+
+impl Network for Rwkv7 {
+    /// Laid out by [`Config::state_blocks`].
+    type State = Vec<f32>;
+    /// Laid out by [`Config::trace_blocks`].
+    type Trace = Vec<f32>;
+    /// Laid out like the state.
+    type Carry = Vec<f32>;
+
+    fn groups(&self) -> &'static [&'static str] {
+        GROUPS
+    }
+
+    fn new_state(&self) -> Vec<f32> {
+        self.state_layout.layout.zeros()
+    }
+
+    fn new_trace(&self) -> Vec<f32> {
+        self.trace_layout.layout.zeros()
+    }
+
+    fn new_carry(&self) -> Vec<f32> {
+        self.new_state()
+    }
+
+    fn clear_carry(&self, carry: &mut Vec<f32>) {
+        carry.fill(0.0);
+    }
+
+    /// RWKV-7 reads every weight as it is stored: no cache depends on the parameters.
+    fn refresh(&mut self, _params: &ParamSet) {}
+
+    fn state_tensors<'s>(&self, state: &'s Vec<f32>) -> Vec<StateTensor<&'s [f32]>> {
+        let entries = self.state_layout.layout.entries();
+        entries
+            .iter()
+            .map(|e| StateTensor {
+                name: e.name.clone(),
+                shape: e.shape.clone(),
+                data: e.slot.of(state),
+            })
+            .collect()
+    }
+
+    fn state_tensors_mut<'s>(&self, state: &'s mut Vec<f32>) -> Vec<StateTensor<&'s mut [f32]>> {
+        let mut take = carve_mut(state);
+        let entries = self.state_layout.layout.entries();
+        entries
+            .iter()
+            .map(|e| StateTensor {
+                name: e.name.clone(),
+                shape: e.shape.clone(),
+                data: take(&e.name, &e.shape),
+            })
+            .collect()
+    }
+
+    fn forward(
+        &mut self,
+        params: &ParamSet,
+        state: &mut Vec<f32>,
+        token: u8,
+        trace: Option<&mut Vec<f32>>,
+    ) -> &[f32] {
+        self.step(params, state, token, trace, true);
+        &self.logits
+    }
+
+    fn advance(&mut self, params: &ParamSet, state: &mut Vec<f32>, token: u8) {
+        self.step(params, state, token, None, false);
+    }
+
+    fn backward(
+        &mut self,
+        params: &ParamSet,
+        tr: &Vec<f32>,
+        grad_logits: &[f32],
+        scope: Scope,
+        grads: &mut [f32],
+        mut carry: Option<&mut Vec<f32>>,
+    ) {
+        let Rwkv7 {
+            cfg,
+            slots: sl,
+            state_layout,
+            trace_layout,
+            g,
+            ..
+        } = self;
+        let (c, p) = (cfg.hidden, |slot: Slot| slot.of(&params.data));
+        let train_head = scope.has(HEAD);
+        let below = [EMBED, PRE_NORM, ATTN_NORM, FFN_NORM, ATTN, FFN]
+            .iter()
+            .any(|&gr| scope.has(gr));
+        if !below {
+            // No parameter in scope depends on the state, so its gradient is not computed; the
+            // carry is left zero rather than stale.
+            if let Some(cr) = carry.as_deref_mut() {
+                cr.fill(0.0);
+            }
+            if !train_head {
+                return;
+            }
+        }
+        let top = step_trace(cfg, &mut carve(&tr[..trace_layout.top]));
+
+        // 21. logits = lm_head · xo,   xo = LN_out(x_final)
+        let g_w = train_head.then(|| sl.lm_head.of_mut(grads));
+        kernels::linear_backward(p(sl.lm_head), grad_logits, top.xo, &mut g.xn, g_w, VOCAB, c);
+        if train_head {
+            let (w, b) = (sl.final_norm_w, sl.final_norm_b);
+            layer_norm_param_grads(top.x_final, LN_EPS, &g.xn, grads, w, b);
+        }
+        if !below {
+            return;
+        }
+        layer_norm_backward(top.x_final, p(sl.final_norm_w), LN_EPS, &g.xn, &mut g.x);
+        g.v_first.fill(0.0);
+        for (l, ls) in sl.layers.iter().enumerate().rev() {
+            let lt = layer_trace(cfg, l, &mut carve(&tr[trace_layout.layers[l].clone()]));
+            let range = state_layout.layers[l].clone();
+            let mut lc = carry
+                .as_deref_mut()
+                .map(|cr| layer_state(cfg, &mut carve_mut(&mut cr[range])));
+            // 20.–17.
+            block::channel_mix_backward(ls, &params.data, &lt, lc.as_mut(), g, grads, scope);
+            // 16.–3.
+            block::time_mix_backward(
+                ls,
+                &params.data,
+                &lt,
+                top.v_first,
+                lc.as_mut(),
+                g,
+                grads,
+                scope,
+            );
+        }
+        // 2. x = LN_pre(x0)
+        if scope.has(PRE_NORM) {
+            let (w, b) = (sl.pre_norm_w, sl.pre_norm_b);
+            layer_norm_param_grads(top.x0, LN_EPS, &g.x, grads, w, b);
+        }
+        if scope.has(EMBED) {
+            layer_norm_backward(top.x0, p(sl.pre_norm_w), LN_EPS, &g.x, &mut g.tmp);
+            // 1. x0 = embed[token]
+            let row = sl.embed.row(top.token[0] as usize, c);
+            kernels::add_assign(row.of_mut(grads), &g.tmp);
+        }
+    }
+}
