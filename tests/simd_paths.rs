@@ -14,7 +14,9 @@ const BIN: &str = env!("CARGO_BIN_EXE_lmzip");
 
 fn lmzip(simd: &str, args: &[&str], stdin: &[u8]) -> Output {
     let mut cmd = assert_cmd::Command::new(BIN);
-    cmd.env(SIMD_ENV_VAR, simd).args(args).write_stdin(stdin.to_vec());
+    cmd.env(SIMD_ENV_VAR, simd)
+        .args(args)
+        .write_stdin(stdin.to_vec());
     let out = cmd.output().expect("lmzip runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "lmzip panicked: {stderr}");
@@ -50,7 +52,10 @@ fn every_path_writes_the_same_bytes_and_decodes_the_others() {
     let paths = SimdPath::available();
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
-        assert!(paths.contains(&SimdPath::Avx2), "AVX2 is detected but not offered");
+        assert!(
+            paths.contains(&SimdPath::Avx2),
+            "AVX2 is detected but not offered"
+        );
     }
     let mut input = text(2500);
     input.extend(binary(700, 3));
