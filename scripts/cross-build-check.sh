@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# Checks that a file decodes on any build (docs/determinism.md): builds lmzip three ways —
-# default flags, -C target-cpu=x86-64-v3 and -C target-cpu=native — compresses a set of inputs
-# with each model and training schedule on every build, requires the compressed bytes of all
-# builds to be identical, and decodes every build's output with every build. Prints a table and
-# exits with status 1 on any difference or failed decode.
+# Checks that a file decodes on any build and SIMD path (docs/determinism.md): builds lmzip three
+# ways — default flags, -C target-cpu=x86-64-v3 and -C target-cpu=native — and runs each build
+# with every kernel path this CPU has (LMZIP_SIMD=portable, avx2), compresses a set of inputs
+# with each model and training schedule on every build and path, requires the compressed bytes
+# of all of them to be identical, and decodes every output with every build and path. Prints a
+# table and exits with status 1 on any difference or failed decode.
 #
 # Usage: scripts/cross-build-check.sh [FILE...]
 #   FILE             inputs are the first PREFIX bytes of each file given (say a text, an object
 #                    file and XML); without any, generated English-like text and binary records,
 #                    so the check needs nothing beside the repository
 #   PREFIX=N         bytes taken from each file (default 8192)
+#   SIMD_PATHS       the LMZIP_SIMD values to try (default "portable avx2"); a path this CPU
+#                    lacks is left out, and said so
 #   CROSS_BUILD_DIR  where the two flagged builds go (default: TARGET/cross-build, TARGET being
 #                    $CARGO_TARGET_DIR or ./target); the default build uses TARGET itself, so
 #                    after `cargo test --release` it is already there
@@ -85,6 +88,28 @@ for i in "${!names[@]}"; do
         echo "note: the ${names[$i]} build cannot run on this CPU; left out" >&2
     fi
 done
+
+# Every runnable build with every SIMD path this CPU has: the runs compared below.
+run_labels=()
+run_bins=()
+run_simd=()
+for path in ${SIMD_PATHS:-portable avx2}; do
+    # A path this CPU lacks makes lmzip exit with a usage error before any work.
+    if ! printf 'x' | LMZIP_SIMD=$path "${bins[${runnable[0]}]}" compress -q -c --hidden 16 \
+        --layers 1 >/dev/null 2>&1; then
+        echo "note: LMZIP_SIMD=$path cannot run on this CPU; left out" >&2
+        continue
+    fi
+    for i in "${runnable[@]}"; do
+        run_labels+=("${names[$i]}/$path")
+        run_bins+=("${bins[$i]}")
+        run_simd+=("$path")
+    done
+done
+if [ "${#run_labels[@]}" -eq 0 ]; then
+    echo "$0: no SIMD path runs (SIMD_PATHS=${SIMD_PATHS:-})" >&2
+    exit 2
+fi
 
 echo "target features beyond the default build:"
 for i in "${runnable[@]}"; do
@@ -171,10 +196,11 @@ for input in "${inputs[@]}"; do
             # Compress on every build and compare with the first.
             same=yes
             first=""
-            for i in "${runnable[@]}"; do
-                out="$case.${names[$i]}.lmz"
-                if ! "${bins[$i]}" compress -q -c "${args[@]}" "$input" >"$out"; then
-                    echo "${names[$i]}: compress failed: $name ${args[*]}" >&2
+            for r in "${!run_labels[@]}"; do
+                out="$case.${run_labels[$r]//\//-}.lmz"
+                if ! LMZIP_SIMD=${run_simd[$r]} "${run_bins[$r]}" compress -q -c "${args[@]}" \
+                    "$input" >"$out"; then
+                    echo "${run_labels[$r]}: compress failed: $name ${args[*]}" >&2
                     same=FAILED
                     continue
                 fi
@@ -189,19 +215,20 @@ for input in "${inputs[@]}"; do
                 printf '%-12s %-7s %-11s %8s %6s  %-9s\n' "$name" "$kind" "$label" - - FAILED
                 continue
             fi
-            # Decode each distinct output with every build. Identical outputs are one file, so
-            # decoding one of them with every build decodes each build's output with each.
+            # Decode each distinct output with every run. Identical outputs are one file, so
+            # decoding one of them with every run decodes each run's output with each.
             outputs=("$first")
             [ "$same" = yes ] || outputs=("$case".*.lmz)
             ok=0
             total=0
             for out in "${outputs[@]}"; do
-                for i in "${runnable[@]}"; do
+                for r in "${!run_labels[@]}"; do
                     total=$((total + 1))
-                    if "${bins[$i]}" decompress -q -c "$out" 2>/dev/null | cmp -s - "$input"; then
+                    if LMZIP_SIMD=${run_simd[$r]} "${run_bins[$r]}" decompress -q -c "$out" \
+                        2>/dev/null | cmp -s - "$input"; then
                         ok=$((ok + 1))
                     else
-                        echo "${names[$i]} cannot decode $(basename "$out")" >&2
+                        echo "${run_labels[$r]} cannot decode $(basename "$out")" >&2
                     fi
                 done
             done
@@ -216,11 +243,11 @@ for input in "${inputs[@]}"; do
 done
 
 echo
-builds_run=$(for i in "${runnable[@]}"; do printf '%s ' "${names[$i]}"; done)
+builds_run=$(printf '%s ' "${run_labels[@]}")
 if [ "$failures" -ne 0 ]; then
     echo "FAILED: $failures of the cases above differ between builds or do not decode" \
-        "(builds: ${builds_run% })"
+        "(builds/paths: ${builds_run% })"
     exit 1
 fi
-echo "ok: every build (${builds_run% }) wrote the same bytes, and every build decoded them" \
+echo "ok: every build and SIMD path (${builds_run% }) wrote the same bytes, and each decoded them" \
     "(runs took ${SECONDS} s)"

@@ -60,6 +60,11 @@ where
             return ExitCode::from(USAGE_STATUS);
         }
     };
+    // The kernels' SIMD path, fixed before any kernel runs; a bad LMZIP_SIMD is a usage error.
+    if let Err(e) = crate::kernels::dispatch::init_from_env() {
+        say(format_args!("lmzip: {e}"));
+        return ExitCode::from(USAGE_STATUS);
+    }
     let shared = match jobs::Shared::prepare(&settings) {
         Ok(shared) => shared,
         Err((status, e)) => {

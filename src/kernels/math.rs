@@ -2,31 +2,32 @@
 //! that every build (baseline, AVX2, `native`) and every CPU computes the same bits.
 //!
 //! `std`'s `exp`/`ln` call the platform libm and `wide`'s polynomials fuse multiply-adds when FMA
-//! is enabled; neither may touch a value that the coder sees. [`exp`] and [`exp_x8`] are one
-//! algorithm written twice (scalar and eight lanes) with the same operations in the same order;
-//! the rest are composed from them, and the logarithm comes from the pure-Rust `libm` crate.
+//! is enabled; neither may touch a value that the coder sees. [`exp`] and its eight-lane form
+//! (`super::simd::exp8`, every SIMD path's) are one algorithm written twice, with the same
+//! operations in the same order; the rest are composed from them, and the logarithm comes from
+//! the pure-Rust `libm` crate.
 
-use wide::{f32x8, i32x8};
+use wide::f32x8;
 
 // Cody–Waite split of ln 2 and the minimax polynomial for e^r on [-ln2/2, ln2/2]: the constants of
 // the Cephes library's `expf` (S. Moshier), accurate to about 1 ulp in f32.
-const LOG2E: f32 = std::f32::consts::LOG2_E;
-const LN2_HI: f32 = 0.693_359_4;
-const LN2_LO: f32 = -2.121_944_4e-4;
-const P0: f32 = 1.987_569_1e-4;
-const P1: f32 = 1.398_199_9e-3;
-const P2: f32 = 8.333_452e-3;
-const P3: f32 = 4.166_579_6e-2;
-const P4: f32 = 1.666_666_5e-1;
-const P5: f32 = 0.5; // 5.0000001e-1 in Cephes, which rounds to 0.5 in f32
+pub(super) const LOG2E: f32 = std::f32::consts::LOG2_E;
+pub(super) const LN2_HI: f32 = 0.693_359_4;
+pub(super) const LN2_LO: f32 = -2.121_944_4e-4;
+pub(super) const P0: f32 = 1.987_569_1e-4;
+pub(super) const P1: f32 = 1.398_199_9e-3;
+pub(super) const P2: f32 = 8.333_452e-3;
+pub(super) const P3: f32 = 4.166_579_6e-2;
+pub(super) const P4: f32 = 1.666_666_5e-1;
+pub(super) const P5: f32 = 0.5; // 5.0000001e-1 in Cephes, which rounds to 0.5 in f32
 // Inputs are clamped so that 2^n stays a normal float: exp(-87.34) ≈ 1.2e-38 is the smallest
 // result (true underflow to 0 is not needed by any model) and exp(88.37) ≈ 2.7e38 the largest.
-const EXP_LO: f32 = -87.336_54;
-const EXP_HI: f32 = 88.376_26;
+pub(super) const EXP_LO: f32 = -87.336_54;
+pub(super) const EXP_HI: f32 = 88.376_26;
 // Adding 1.5·2^23 rounds a float of magnitude < 2^22 to the nearest integer (ties to even), which
 // then sits in the low mantissa bits: the classic round-by-magic-number trick.
-const ROUND_MAGIC: f32 = 12_582_912.0;
-const ROUND_MAGIC_BITS: i32 = 0x4B40_0000;
+pub(super) const ROUND_MAGIC: f32 = 12_582_912.0;
+pub(super) const ROUND_MAGIC_BITS: i32 = 0x4B40_0000;
 
 /// e^x, deterministic, relative error about 1e-7. NaN stays NaN.
 #[inline(always)]
@@ -45,28 +46,11 @@ pub fn exp(x: f32) -> f32 {
     e * scale
 }
 
-/// Eight lanes of [`exp`], the same operations in the same order.
+/// Eight lanes of [`exp`], the same operations in the same order (the portable path's form of
+/// `super::simd::exp8`).
 #[inline(always)]
 pub fn exp_x8(x: f32x8) -> f32x8 {
-    let lo = f32x8::splat(EXP_LO);
-    let hi = f32x8::splat(EXP_HI);
-    let x = x.simd_lt(lo).bitselect(lo, x);
-    let x = x.simd_gt(hi).bitselect(hi, x);
-    let magic = f32x8::splat(ROUND_MAGIC);
-    let t = x * f32x8::splat(LOG2E) + magic;
-    let n = t - magic;
-    let r = (x - n * f32x8::splat(LN2_HI)) - n * f32x8::splat(LN2_LO);
-    let z = r * r;
-    let p = ((((f32x8::splat(P0) * r + f32x8::splat(P1)) * r + f32x8::splat(P2)) * r
-        + f32x8::splat(P3))
-        * r
-        + f32x8::splat(P4))
-        * r
-        + f32x8::splat(P5);
-    let e = (p * z + r) + f32x8::splat(1.0);
-    let k: i32x8 = wide::bytemuck::cast::<f32x8, i32x8>(t) - i32x8::splat(ROUND_MAGIC_BITS);
-    let scale_bits = (k + i32x8::splat(127)) * i32x8::splat(1 << 23);
-    e * wide::bytemuck::cast::<i32x8, f32x8>(scale_bits)
+    super::simd::exp8(x)
 }
 
 /// Logistic sigmoid `1 / (1 + e^-x)`.

@@ -1,39 +1,58 @@
-//! Every hot numeric routine of the models, each in a SIMD form (`wide::f32x8`) and a scalar
-//! twin that computes the very same bits.
+//! Every hot numeric routine of the models and the optimizer, behind one seam.
 //!
 //! The determinism contract (docs/determinism.md) rules this module: only `+ - * /` and `sqrt`,
 //! never a fused multiply-add, never `wide`'s `reduce_add` (its lane order differs between AVX
-//! and non-AVX builds), and every sum in an order written here. A dot product keeps eight lane
-//! accumulators, the lanes are folded pairwise `((0+1)+(2+3))+((4+5)+(6+7))`, and the tail past
-//! the last full lane group is added one element at a time. The scalar twins in [`scalar`]
-//! follow the same order, and tests check that both agree bit for bit.
+//! and non-AVX builds), and every sum in an order written here.
+//!
+//! **Layout.** The public functions below are the seam: each asks [`Kernels::active`] for the
+//! implementation chosen at start-up and calls it, so a wider or batched implementation is added
+//! in one place ([`Kernels`]) without touching a caller. The eight-lane algorithms are written
+//! once ([`simd`], generic over a lane type), and each SIMD path instantiates them:
+//!
+//! | module | path | lanes |
+//! |---|---|---|
+//! | `portable` | [`SimdPath::Portable`] | `wide::f32x8`, whatever the build targets |
+//! | `avx2` | [`SimdPath::Avx2`] | one `__m256`, `#[target_feature(enable = "avx2")]`, no FMA |
+//! | [`scalar`] | (tests only) | plain loops that spell out each order: the twins |
+//!
+//! The path is chosen once per process by CPU detection, or forced with `LMZIP_SIMD`
+//! ([`dispatch`]). All paths keep the same [`LANES`] logical lanes and the same order of
+//! operations, so they compute the same bits; tests compare every path this CPU has with the
+//! scalar twins, bit for bit, on lengths that are not multiples of the lane width.
+//!
+//! **The operations that define a summation order** (everything else is element-wise, one
+//! rounding per operation, and has no order to keep):
+//!
+//! | operation | order |
+//! |---|---|
+//! | [`dot`] | four [`LANES`]-lane accumulators over blocks of 32 (`acc_q += a·b`), combined lane-wise `(acc0 + acc1) + (acc2 + acc3)`; each remaining block of 8 added into that; lanes folded `((0+1)+(2+3))+((4+5)+(6+7))` ([`fold_lanes`]); then the last `len % 8` products added one by one in index order |
+//! | [`gemv`] | one [`dot`] per row |
+//! | [`dot_in_order`] | products added one by one in index order (short sums whose order predates the lanes) |
+//! | [`gemv_t_acc`], [`gemv_t`] | `out += g[r]·W[r]` for the rows in ascending order, rows with `g[r] == 0` skipped (not added as `0·w`) |
+//! | [`add_outer`] | `dst[r] += left[r]·right` per row, rows with `left[r] == 0` skipped |
+//! | [`linear_backward_acc`], [`linear_backward`] | exactly [`add_outer`] into `g_w` plus [`gemv_t_acc`] into `g_x` (rows with `g[r] == 0` skipped) |
+//! | [`axpy`] | `y[i] += a·x[i]`: one product and one add per element |
+//! | [`steps::linear_backward_steps`], [`steps::gemv_steps`] | a segment's steps at once, each output element receiving exactly the products and order of the per-step kernels called step after step ([`steps`]) |
+//!
+//! The models' own sums outside this module (norms, the scan's and WKV's state updates) are
+//! written as in-order loops or call the functions above.
 
+#[macro_use]
+mod simd;
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+pub mod dispatch;
 pub mod math;
+mod portable;
 pub mod scalar;
 pub mod steps;
 
-use wide::f32x8;
+pub use dispatch::{SIMD_ENV_VAR, SimdChoiceError, SimdPath};
 
-const LANES: usize = 8;
-
-// The loops below walk slices as arrays of eight (`as_chunks`), so every load and store has a
-// length known at compile time: no bounds check or length test inside a hot loop.
-
-#[inline(always)]
-fn lanes(c: &[f32; LANES]) -> f32x8 {
-    f32x8::from(*c)
-}
-
-#[inline(always)]
-fn put(c: &mut [f32; LANES], v: f32x8) {
-    *c = v.to_array();
-}
-
-/// `c += v`, lane by lane.
-#[inline(always)]
-fn add_to(c: &mut [f32; LANES], v: f32x8) {
-    put(c, lanes(c) + v);
-}
+/// The logical lanes of every SIMD path: the width that fixes the summation order of [`dot`].
+/// A wider machine keeps these eight logical lanes (more of them per instruction, or more rows
+/// at once), never a different fold.
+pub const LANES: usize = 8;
 
 /// Folds eight lane accumulators in the fixed order `((0+1)+(2+3))+((4+5)+(6+7))`.
 #[inline(always)]
@@ -41,37 +60,167 @@ pub(crate) fn fold_lanes(acc: [f32; LANES]) -> f32 {
     ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
 }
 
-/// `sum_i a[i] * b[i]` in the module's fixed order: four eight-lane accumulators over blocks of
-/// 32, combined lane-wise as `(acc0 + acc1) + (acc2 + acc3)`, then the remaining blocks of 8 into
-/// that, the lanes folded, and the last `len % 8` products added in index order. (Four
-/// accumulators keep the adder pipeline busy; one would wait on each add.)
+/// One Adam step's constants for [`adam_update`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamCoefs {
+    pub lr: f32,
+    pub beta1: f32,
+    pub beta2: f32,
+    /// `1 / (1 − β1^t)` and `1 / (1 − β2^t)`: the bias corrections.
+    pub inv_bc1: f32,
+    pub inv_bc2: f32,
+    pub eps: f32,
+    /// Gradient elements below this in magnitude are read as zero.
+    pub tiny_grad: f32,
+    /// Moments below this in magnitude are stored as zero.
+    pub tiny_moment: f32,
+}
+
+/// The one place where a kernel call meets an implementation: a handle on one SIMD path whose
+/// methods dispatch to that path's entry points. The public functions of this module use
+/// [`Kernels::active`]; tests take every path this CPU has from [`Kernels::for_path`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Kernels {
+    /// Always a path this CPU can run (checked by every constructor).
+    path: SimdPath,
+}
+
+/// Calls the entry point `$f` of the handle's path.
+macro_rules! on_path {
+    ($k:expr, $f:ident($($arg:expr),*)) => {
+        match $k.path {
+            SimdPath::Portable => portable::$f($($arg),*),
+            // SAFETY: a handle holds the AVX2 path only when this CPU has AVX2.
+            #[cfg(target_arch = "x86_64")]
+            SimdPath::Avx2 => unsafe { avx2::$f($($arg),*) },
+            #[cfg(not(target_arch = "x86_64"))]
+            SimdPath::Avx2 => unreachable!("AVX2 is never available off x86-64"),
+        }
+    };
+}
+
+impl Kernels {
+    /// The path in force in this process ([`dispatch::active`]).
+    #[inline(always)]
+    pub fn active() -> Kernels {
+        Kernels {
+            path: dispatch::active(),
+        }
+    }
+
+    /// The given path, if this CPU can run it.
+    pub fn for_path(path: SimdPath) -> Option<Kernels> {
+        path.is_available().then_some(Kernels { path })
+    }
+
+    /// Every path this CPU can run, narrowest first.
+    pub fn all_available() -> Vec<Kernels> {
+        SimdPath::available()
+            .into_iter()
+            .map(|path| Kernels { path })
+            .collect()
+    }
+
+    pub fn path(self) -> SimdPath {
+        self.path
+    }
+
+    #[inline]
+    pub fn dot(self, a: &[f32], b: &[f32]) -> f32 {
+        on_path!(self, dot(a, b))
+    }
+
+    #[inline]
+    pub fn gemv(self, w: &[f32], x: &[f32], y: &mut [f32], rows: usize, cols: usize) {
+        on_path!(self, gemv(w, x, y, rows, cols))
+    }
+
+    #[inline]
+    pub fn gemv_t_acc(self, w: &[f32], g: &[f32], out: &mut [f32], rows: usize, cols: usize) {
+        on_path!(self, gemv_t_acc(w, g, out, rows, cols))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub fn linear_backward_acc(
+        self,
+        w: &[f32],
+        g: &[f32],
+        x: &[f32],
+        g_x: &mut [f32],
+        g_w: Option<&mut [f32]>,
+        rows: usize,
+        cols: usize,
+    ) {
+        match g_w {
+            Some(g_w) => on_path!(self, linear_backward_acc(w, g, x, g_x, g_w, rows, cols)),
+            None => self.gemv_t_acc(w, g, g_x, rows, cols),
+        }
+    }
+
+    #[inline]
+    pub fn axpy(self, y: &mut [f32], a: f32, x: &[f32]) {
+        on_path!(self, axpy(y, a, x))
+    }
+
+    #[inline]
+    pub fn add_outer(self, dst: &mut [f32], rows: usize, cols: usize, left: &[f32], right: &[f32]) {
+        on_path!(self, add_outer(dst, rows, cols, left, right))
+    }
+
+    #[inline]
+    pub fn add_assign(self, y: &mut [f32], x: &[f32]) {
+        on_path!(self, add_assign(y, x))
+    }
+
+    #[inline]
+    pub fn exp_into(self, x: &[f32], out: &mut [f32]) {
+        on_path!(self, exp_into(x, out))
+    }
+
+    #[inline]
+    pub fn exp_scaled_into(self, a: f32, x: &[f32], out: &mut [f32]) {
+        on_path!(self, exp_scaled_into(a, x, out))
+    }
+
+    #[inline]
+    pub fn sigmoid_into(self, x: &[f32], out: &mut [f32]) {
+        on_path!(self, sigmoid_into(x, out))
+    }
+
+    #[inline]
+    pub fn silu_into(self, x: &[f32], out: &mut [f32], sig: &mut [f32]) {
+        on_path!(self, silu_into(x, out, sig))
+    }
+
+    #[inline]
+    pub fn sgd_update(self, p: &mut [f32], g: &mut [f32], lr: f32, tiny_grad: f32) {
+        on_path!(self, sgd_update(p, g, lr, tiny_grad))
+    }
+
+    #[inline]
+    pub fn adam_update(
+        self,
+        c: &AdamCoefs,
+        p: &mut [f32],
+        g: &mut [f32],
+        m: &mut [f32],
+        v: &mut [f32],
+    ) {
+        on_path!(self, adam_update(c, p, g, m, v))
+    }
+}
+
+/// `sum_i a[i] * b[i]` in the module's fixed order (table above).
 #[inline]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     debug_assert_eq!(a.len(), b.len());
-    let n = a.len().min(b.len());
-    let (a8, a_tail) = a[..n].as_chunks::<LANES>();
-    let (b8, b_tail) = b[..n].as_chunks::<LANES>();
-    let (a32, a8) = a8.as_chunks::<4>();
-    let (b32, b8) = b8.as_chunks::<4>();
-    let mut acc = [f32x8::ZERO; 4];
-    for (x, y) in a32.iter().zip(b32) {
-        for (q, accq) in acc.iter_mut().enumerate() {
-            *accq += lanes(&x[q]) * lanes(&y[q]);
-        }
-    }
-    let mut total = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-    for (x, y) in a8.iter().zip(b8) {
-        total += lanes(x) * lanes(y);
-    }
-    let mut sum = fold_lanes(total.to_array());
-    for (x, y) in a_tail.iter().zip(b_tail) {
-        sum += x * y;
-    }
-    sum
+    Kernels::active().dot(a, b)
 }
 
 /// `sum_i a[i] * b[i]` added strictly in index order, one product at a time: for the short sums
-/// whose order predates the eight-lane one (the scan's, over one channel's state).
+/// whose order predates the eight-lane one (the scan's, over one channel's state). Scalar on
+/// every path.
 #[inline]
 pub fn dot_in_order(a: &[f32], b: &[f32]) -> f32 {
     let mut sum = 0.0f32;
@@ -84,15 +233,7 @@ pub fn dot_in_order(a: &[f32], b: &[f32]) -> f32 {
 /// Matrix-vector product `y = W x` for a row-major `W` of `rows × cols`.
 #[inline]
 pub fn gemv(w: &[f32], x: &[f32], y: &mut [f32], rows: usize, cols: usize) {
-    assert!(w.len() >= rows * cols && x.len() >= cols && y.len() >= rows);
-    if cols == 0 {
-        y[..rows].fill(0.0);
-        return;
-    }
-    let x = &x[..cols];
-    for (out, row) in y[..rows].iter_mut().zip(w.chunks_exact(cols)) {
-        *out = dot(row, x);
-    }
+    Kernels::active().gemv(w, x, y, rows, cols)
 }
 
 /// Transposed product `out = Wᵀ g` for a row-major `W` of `rows × cols` (`out` has `cols`
@@ -107,32 +248,11 @@ pub fn gemv_t(w: &[f32], g: &[f32], out: &mut [f32], rows: usize, cols: usize) {
 /// ascending order, skipping rows whose `g[r]` is zero.
 ///
 /// The skip matters for the bits: `x + 0·w` is not `x` when `x` is −0 or `w` is infinite. The
-/// rows that remain are added four per pass over `out` ([`axpy4`]), each element receiving the
-/// same sums in the same order as one [`axpy`] per row, with a quarter of the loads and stores
-/// of `out`.
+/// rows that remain are added four per pass over `out`, each element receiving the same sums in
+/// the same order as one [`axpy`] per row, with a quarter of the loads and stores of `out`.
 #[inline]
 pub fn gemv_t_acc(w: &[f32], g: &[f32], out: &mut [f32], rows: usize, cols: usize) {
-    assert!(w.len() >= rows * cols && g.len() >= rows && out.len() >= cols);
-    if cols == 0 {
-        return;
-    }
-    let out = &mut out[..cols];
-    let mut batch: [(f32, &[f32]); 4] = [(0.0, &[]); 4];
-    let mut pending = 0;
-    for (&gr, row) in g[..rows].iter().zip(w.chunks_exact(cols)) {
-        if gr == 0.0 {
-            continue;
-        }
-        batch[pending] = (gr, row);
-        pending += 1;
-        if pending == batch.len() {
-            axpy4(out, &batch);
-            pending = 0;
-        }
-    }
-    for &(gr, row) in &batch[..pending] {
-        axpy(out, gr, row);
-    }
+    Kernels::active().gemv_t_acc(w, g, out, rows, cols)
 }
 
 /// Backward of `y = W x` for a row-major `W` of `rows × cols`, given `g = dL/dy`: writes
@@ -169,233 +289,66 @@ pub fn linear_backward_acc(
     rows: usize,
     cols: usize,
 ) {
-    let Some(g_w) = g_w else {
-        return gemv_t_acc(w, g, g_x, rows, cols);
-    };
-    assert!(w.len() >= rows * cols && g_w.len() >= rows * cols && g.len() >= rows);
-    assert!(x.len() >= cols && g_x.len() >= cols);
-    if cols == 0 {
-        return;
-    }
-    let (x, g_x) = (&x[..cols], &mut g_x[..cols]);
-    let mut batch: [(f32, &[f32], &mut [f32]); 4] =
-        std::array::from_fn(|_| (0.0, &[][..], Default::default()));
-    let mut pending = 0;
-    let rows_of = g[..rows]
-        .iter()
-        .zip(w.chunks_exact(cols))
-        .zip(g_w.chunks_exact_mut(cols));
-    for ((&gr, row), g_row) in rows_of {
-        if gr == 0.0 {
-            continue;
-        }
-        batch[pending] = (gr, row, g_row);
-        pending += 1;
-        if pending == batch.len() {
-            linear_backward4(x, g_x, &mut batch);
-            pending = 0;
-        }
-    }
-    for (gr, row, g_row) in &mut batch[..pending] {
-        axpy(g_row, *gr, x);
-        axpy(g_x, *gr, row);
-    }
-}
-
-/// Four rows of [`linear_backward_acc`]: `g_w[k] += g[k]·x` for each row `k`, and `g_x += g[k]·W[k]`
-/// for `k` = 0, 1, 2, 3 in this order, element by element.
-#[inline]
-fn linear_backward4(x: &[f32], g_x: &mut [f32], rows: &mut [(f32, &[f32], &mut [f32]); 4]) {
-    let n = rows.iter().fold(x.len().min(g_x.len()), |n, r| {
-        n.min(r.1.len()).min(r.2.len())
-    });
-    let a = [rows[0].0, rows[1].0, rows[2].0, rows[3].0];
-    let av = a.map(f32x8::splat);
-    let [(_, w0, gw0), (_, w1, gw1), (_, w2, gw2), (_, w3, gw3)] = rows;
-    let (x8, x_tail) = x[..n].as_chunks::<LANES>();
-    let (gx8, gx_tail) = g_x[..n].as_chunks_mut::<LANES>();
-    let (w0, w0_tail) = w0[..n].as_chunks::<LANES>();
-    let (w1, w1_tail) = w1[..n].as_chunks::<LANES>();
-    let (w2, w2_tail) = w2[..n].as_chunks::<LANES>();
-    let (w3, w3_tail) = w3[..n].as_chunks::<LANES>();
-    let (gw0, gw0_tail) = gw0[..n].as_chunks_mut::<LANES>();
-    let (gw1, gw1_tail) = gw1[..n].as_chunks_mut::<LANES>();
-    let (gw2, gw2_tail) = gw2[..n].as_chunks_mut::<LANES>();
-    let (gw3, gw3_tail) = gw3[..n].as_chunks_mut::<LANES>();
-    for (i, gxc) in gx8.iter_mut().enumerate() {
-        let xv = lanes(&x8[i]);
-        add_to(&mut gw0[i], av[0] * xv);
-        add_to(&mut gw1[i], av[1] * xv);
-        add_to(&mut gw2[i], av[2] * xv);
-        add_to(&mut gw3[i], av[3] * xv);
-        let mut v = lanes(gxc);
-        v += av[0] * lanes(&w0[i]);
-        v += av[1] * lanes(&w1[i]);
-        v += av[2] * lanes(&w2[i]);
-        v += av[3] * lanes(&w3[i]);
-        put(gxc, v);
-    }
-    for (j, gxj) in gx_tail.iter_mut().enumerate() {
-        let xj = x_tail[j];
-        gw0_tail[j] += a[0] * xj;
-        gw1_tail[j] += a[1] * xj;
-        gw2_tail[j] += a[2] * xj;
-        gw3_tail[j] += a[3] * xj;
-        let mut v = *gxj;
-        v += a[0] * w0_tail[j];
-        v += a[1] * w1_tail[j];
-        v += a[2] * w2_tail[j];
-        v += a[3] * w3_tail[j];
-        *gxj = v;
-    }
+    Kernels::active().linear_backward_acc(w, g, x, g_x, g_w, rows, cols)
 }
 
 /// `y += a * x`, element-wise.
 #[inline]
 pub fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
-    let n = y.len().min(x.len());
-    let (y8, y_tail) = y[..n].as_chunks_mut::<LANES>();
-    let (x8, x_tail) = x[..n].as_chunks::<LANES>();
-    let av = f32x8::splat(a);
-    for (yc, xc) in y8.iter_mut().zip(x8) {
-        put(yc, lanes(yc) + av * lanes(xc));
-    }
-    for (yi, xi) in y_tail.iter_mut().zip(x_tail) {
-        *yi += a * xi;
-    }
-}
-
-/// `y += a0·x0`, then `y += a1·x1`, `y += a2·x2`, `y += a3·x3`, in one pass over `y`: each
-/// element gets its four products added in this order, so the bits equal four [`axpy`] calls.
-#[inline]
-fn axpy4(y: &mut [f32], terms: &[(f32, &[f32]); 4]) {
-    let n = terms.iter().fold(y.len(), |n, (_, x)| n.min(x.len()));
-    let a = terms.map(|(a, _)| a);
-    let av = a.map(f32x8::splat);
-    let x = terms.map(|(_, x)| x[..n].as_chunks::<LANES>());
-    let (y8, y_tail) = y[..n].as_chunks_mut::<LANES>();
-    let blocks = y8
-        .iter_mut()
-        .zip(x[0].0)
-        .zip(x[1].0)
-        .zip(x[2].0)
-        .zip(x[3].0);
-    for ((((yc, x0), x1), x2), x3) in blocks {
-        let mut v = lanes(yc);
-        v += av[0] * lanes(x0);
-        v += av[1] * lanes(x1);
-        v += av[2] * lanes(x2);
-        v += av[3] * lanes(x3);
-        put(yc, v);
-    }
-    let tails = y_tail
-        .iter_mut()
-        .zip(x[0].1)
-        .zip(x[1].1)
-        .zip(x[2].1)
-        .zip(x[3].1);
-    for ((((yi, x0), x1), x2), x3) in tails {
-        let mut v = *yi;
-        v += a[0] * x0;
-        v += a[1] * x1;
-        v += a[2] * x2;
-        v += a[3] * x3;
-        *yi = v;
-    }
+    Kernels::active().axpy(y, a, x)
 }
 
 /// `dst[r][c] += left[r] * right[c]`: the gradient of a matrix in `y = W x`. Rows whose
 /// `left[r]` is zero are left untouched.
 #[inline]
 pub fn add_outer(dst: &mut [f32], rows: usize, cols: usize, left: &[f32], right: &[f32]) {
-    assert!(dst.len() >= rows * cols && left.len() >= rows && right.len() >= cols);
-    if cols == 0 {
-        return;
-    }
-    let right = &right[..cols];
-    for (&g, row) in left[..rows].iter().zip(dst.chunks_exact_mut(cols)) {
-        if g == 0.0 {
-            continue;
-        }
-        axpy(row, g, right);
-    }
+    Kernels::active().add_outer(dst, rows, cols, left, right)
 }
 
 /// `y += x`, element-wise.
 #[inline]
 pub fn add_assign(y: &mut [f32], x: &[f32]) {
-    for (a, b) in y.iter_mut().zip(x) {
-        *a += *b;
-    }
+    Kernels::active().add_assign(y, x)
 }
 
-/// Writes `exp(x[i])` into `out[i]` with [`math::exp`]'s SIMD form.
+/// Writes `exp(x[i])` into `out[i]`, bit for bit [`math::exp`].
 #[inline]
 pub fn exp_into(x: &[f32], out: &mut [f32]) {
-    let n = x.len().min(out.len());
-    let (x8, x_tail) = x[..n].as_chunks::<LANES>();
-    let (o8, o_tail) = out[..n].as_chunks_mut::<LANES>();
-    for (o, xc) in o8.iter_mut().zip(x8) {
-        put(o, math::exp_x8(lanes(xc)));
-    }
-    for (o, &xi) in o_tail.iter_mut().zip(x_tail) {
-        *o = math::exp(xi);
-    }
+    Kernels::active().exp_into(x, out)
 }
 
-/// Writes `exp(a · x[i])` into `out[i]`: the product rounded, then [`math::exp`]'s SIMD form.
+/// Writes `exp(a · x[i])` into `out[i]`: the product rounded, then [`math::exp`].
 #[inline]
 pub fn exp_scaled_into(a: f32, x: &[f32], out: &mut [f32]) {
-    let n = x.len().min(out.len());
-    let (x8, x_tail) = x[..n].as_chunks::<LANES>();
-    let (o8, o_tail) = out[..n].as_chunks_mut::<LANES>();
-    let av = f32x8::splat(a);
-    for (o, xc) in o8.iter_mut().zip(x8) {
-        put(o, math::exp_x8(av * lanes(xc)));
-    }
-    for (o, &xi) in o_tail.iter_mut().zip(x_tail) {
-        *o = math::exp(a * xi);
-    }
-}
-
-/// Eight lanes of [`math::sigmoid`], the same operations in the same order.
-#[inline(always)]
-fn sigmoid_x8(x: f32x8) -> f32x8 {
-    let one = f32x8::splat(1.0);
-    one / (one + math::exp_x8(-x))
+    Kernels::active().exp_scaled_into(a, x, out)
 }
 
 /// Writes `sigmoid(x[i])` into `out[i]`, bit for bit [`math::sigmoid`].
 #[inline]
 pub fn sigmoid_into(x: &[f32], out: &mut [f32]) {
-    let n = x.len().min(out.len());
-    let (x8, x_tail) = x[..n].as_chunks::<LANES>();
-    let (o8, o_tail) = out[..n].as_chunks_mut::<LANES>();
-    for (o, xc) in o8.iter_mut().zip(x8) {
-        put(o, sigmoid_x8(lanes(xc)));
-    }
-    for (o, &xi) in o_tail.iter_mut().zip(x_tail) {
-        *o = math::sigmoid(xi);
-    }
+    Kernels::active().sigmoid_into(x, out)
 }
 
 /// Writes `silu(x[i])` into `out[i]` and `sigmoid(x[i])` into `sig[i]`, bit for bit
 /// [`math::silu_with_sigmoid`].
 #[inline]
 pub fn silu_into(x: &[f32], out: &mut [f32], sig: &mut [f32]) {
-    let n = x.len().min(out.len()).min(sig.len());
-    let (x8, x_tail) = x[..n].as_chunks::<LANES>();
-    let (o8, o_tail) = out[..n].as_chunks_mut::<LANES>();
-    let (s8, s_tail) = sig[..n].as_chunks_mut::<LANES>();
-    for ((o, sg), xc) in o8.iter_mut().zip(s8).zip(x8) {
-        let xv = lanes(xc);
-        let sv = sigmoid_x8(xv);
-        put(sg, sv);
-        put(o, xv * sv);
-    }
-    for ((o, sg), &xi) in o_tail.iter_mut().zip(s_tail).zip(x_tail) {
-        (*o, *sg) = math::silu_with_sigmoid(xi);
-    }
+    Kernels::active().silu_into(x, out, sig)
+}
+
+/// SGD's update: `p += lr · g`, with `g` read as zero where `|g| < tiny_grad` (compare-and-
+/// select: NaN stays NaN), consuming (zeroing) `g` in the same pass.
+#[inline]
+pub fn sgd_update(p: &mut [f32], g: &mut [f32], lr: f32, tiny_grad: f32) {
+    Kernels::active().sgd_update(p, g, lr, tiny_grad)
+}
+
+/// Adam's update, element by element: `g ← flush(g, tiny_grad)`, `m ← flush(β1 m + (1−β1) g,
+/// tiny_moment)`, `v ← flush(β2 v + (1−β2) g², tiny_moment)`, `p ← p + lr · (m · bc1) /
+/// (√(v · bc2) + ε)`, consuming (zeroing) `g`. `flush(x, t)` is `+0` where `|x| < t`.
+#[inline]
+pub fn adam_update(c: &AdamCoefs, p: &mut [f32], g: &mut [f32], m: &mut [f32], v: &mut [f32]) {
+    Kernels::active().adam_update(c, p, g, m, v)
 }
 
 #[cfg(test)]
@@ -414,8 +367,30 @@ mod tests {
             .collect()
     }
 
+    /// The bits of each value, every NaN counted as one: Rust (like LLVM) leaves the sign and
+    /// payload of a NaN result unspecified, so the compiler may commute an operation and pick the
+    /// other operand's NaN; only that a value is NaN is defined.
     fn bits(v: &[f32]) -> Vec<u32> {
-        v.iter().map(|x| x.to_bits()).collect()
+        v.iter()
+            .map(|x| {
+                if x.is_nan() {
+                    f32::NAN.to_bits()
+                } else {
+                    x.to_bits()
+                }
+            })
+            .collect()
+    }
+
+    /// Every path this CPU has; on an x86-64 CPU with AVX2 that includes the AVX2 path, so the
+    /// tests below compare it too.
+    fn paths() -> Vec<Kernels> {
+        let all = Kernels::all_available();
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            assert!(all.iter().any(|k| k.path() == SimdPath::Avx2));
+        }
+        all
     }
 
     // Lengths around and between multiples of the lane width.
@@ -423,19 +398,21 @@ mod tests {
 
     #[test]
     fn dot_matches_scalar_twin() {
-        for n in LENS {
-            let (a, b) = (data(n, 1), data(n, 2));
-            assert_eq!(
-                dot(&a, &b).to_bits(),
-                scalar::dot(&a, &b).to_bits(),
-                "n={n}"
-            );
+        for k in paths() {
+            for n in LENS {
+                let (a, b) = (data(n, 1), data(n, 2));
+                assert_eq!(
+                    k.dot(&a, &b).to_bits(),
+                    scalar::dot(&a, &b).to_bits(),
+                    "{k:?} n={n}"
+                );
+            }
         }
     }
 
     #[test]
     fn gemv_and_transpose_match_scalar_twins() {
-        for (rows, cols) in [
+        let shapes = [
             (1, 1),
             (3, 7),
             (5, 8),
@@ -444,18 +421,21 @@ mod tests {
             (4, 0),
             (0, 5),
             (7, 72),
-        ] {
-            let w = data(rows * cols, 3);
-            let x = data(cols, 4);
-            let g = data(rows, 5);
-            let (mut y1, mut y2) = (vec![0.0; rows], vec![0.0; rows]);
-            gemv(&w, &x, &mut y1, rows, cols);
-            scalar::gemv(&w, &x, &mut y2, rows, cols);
-            assert_eq!(bits(&y1), bits(&y2));
-            let (mut t1, mut t2) = (data(cols, 6), data(cols, 6));
-            gemv_t_acc(&w, &g, &mut t1, rows, cols);
-            scalar::gemv_t_acc(&w, &g, &mut t2, rows, cols);
-            assert_eq!(bits(&t1), bits(&t2));
+        ];
+        for k in paths() {
+            for (rows, cols) in shapes {
+                let w = data(rows * cols, 3);
+                let x = data(cols, 4);
+                let g = data(rows, 5);
+                let (mut y1, mut y2) = (vec![0.0; rows], vec![0.0; rows]);
+                k.gemv(&w, &x, &mut y1, rows, cols);
+                scalar::gemv(&w, &x, &mut y2, rows, cols);
+                assert_eq!(bits(&y1), bits(&y2), "{k:?} gemv {rows}x{cols}");
+                let (mut t1, mut t2) = (data(cols, 6), data(cols, 6));
+                k.gemv_t_acc(&w, &g, &mut t1, rows, cols);
+                scalar::gemv_t_acc(&w, &g, &mut t2, rows, cols);
+                assert_eq!(bits(&t1), bits(&t2), "{k:?} gemv_t_acc {rows}x{cols}");
+            }
         }
     }
 
@@ -464,116 +444,251 @@ mod tests {
     /// left over after the passes of four, and widths that are not multiples of eight.
     #[test]
     fn transpose_and_outer_skip_zero_rows_like_their_twins() {
-        for (rows, cols) in [(1, 3), (4, 8), (6, 9), (7, 16), (11, 21), (13, 40)] {
-            let mut w = data(rows * cols, 13);
-            let mut g = data(rows, 14);
-            for r in (0..rows).step_by(3) {
-                g[r] = if r % 2 == 0 { 0.0 } else { -0.0 };
-                w[r * cols] = f32::INFINITY;
+        for k in paths() {
+            for (rows, cols) in [(1, 3), (4, 8), (6, 9), (7, 16), (11, 21), (13, 40)] {
+                let mut w = data(rows * cols, 13);
+                let mut g = data(rows, 14);
+                for r in (0..rows).step_by(3) {
+                    g[r] = if r % 2 == 0 { 0.0 } else { -0.0 };
+                    w[r * cols] = f32::INFINITY;
+                }
+                let mut out0 = data(cols, 15);
+                out0[0] = -0.0;
+                let (mut t1, mut t2) = (out0.clone(), out0.clone());
+                k.gemv_t_acc(&w, &g, &mut t1, rows, cols);
+                scalar::gemv_t_acc(&w, &g, &mut t2, rows, cols);
+                assert_eq!(bits(&t1), bits(&t2), "{k:?} gemv_t_acc {rows}x{cols}");
+                let right: Vec<f32> = data(cols, 16).iter().map(|v| v * 1e30).collect();
+                let (mut d1, mut d2) = (w.clone(), w.clone());
+                d1[cols - 1] = -0.0;
+                d2[cols - 1] = -0.0;
+                k.add_outer(&mut d1, rows, cols, &g, &right);
+                scalar::add_outer(&mut d2, rows, cols, &g, &right);
+                assert_eq!(bits(&d1), bits(&d2), "{k:?} add_outer {rows}x{cols}");
             }
-            let mut out0 = data(cols, 15);
-            out0[0] = -0.0;
-            let (mut t1, mut t2) = (out0.clone(), out0.clone());
-            gemv_t_acc(&w, &g, &mut t1, rows, cols);
-            scalar::gemv_t_acc(&w, &g, &mut t2, rows, cols);
-            assert_eq!(bits(&t1), bits(&t2), "gemv_t_acc {rows}x{cols}");
-            let right: Vec<f32> = data(cols, 16).iter().map(|v| v * 1e30).collect();
-            let (mut d1, mut d2) = (w.clone(), w.clone());
-            d1[cols - 1] = -0.0;
-            d2[cols - 1] = -0.0;
-            add_outer(&mut d1, rows, cols, &g, &right);
-            scalar::add_outer(&mut d2, rows, cols, &g, &right);
-            assert_eq!(bits(&d1), bits(&d2), "add_outer {rows}x{cols}");
         }
     }
 
     /// The fused backward of a linear layer equals `add_outer` plus `gemv_t_acc`, zero rows,
-    /// −0 and infinities included.
+    /// −0, infinities and NaN included.
     #[test]
-    fn linear_backward_matches_outer_and_transpose() {
-        for (rows, cols) in [(1, 3), (4, 8), (6, 9), (7, 16), (11, 21), (13, 40), (9, 0)] {
-            let mut w = data(rows * cols, 18);
-            let mut g = data(rows, 19);
-            for r in (0..rows).step_by(3) {
-                g[r] = if r % 2 == 0 { 0.0 } else { -0.0 };
-                if cols > 0 {
-                    w[r * cols] = f32::INFINITY;
+    fn linear_backward_matches_its_twin() {
+        for k in paths() {
+            for (rows, cols) in [(1, 3), (4, 8), (6, 9), (7, 16), (11, 21), (13, 40), (9, 0)] {
+                let mut w = data(rows * cols, 18);
+                let mut g = data(rows, 19);
+                for r in (0..rows).step_by(3) {
+                    g[r] = if r % 2 == 0 { 0.0 } else { -0.0 };
+                    if cols > 0 {
+                        w[r * cols] = f32::INFINITY;
+                    }
                 }
+                let mut x = data(cols, 20);
+                let mut gx0 = data(cols, 21);
+                let mut gw0 = data(rows * cols, 22);
+                if cols > 0 {
+                    gx0[0] = -0.0;
+                    gw0[cols - 1] = -0.0;
+                    x[cols / 2] = f32::NAN;
+                }
+                let (mut gx1, mut gw1) = (gx0.clone(), gw0.clone());
+                k.linear_backward_acc(&w, &g, &x, &mut gx1, Some(&mut gw1), rows, cols);
+                let (mut gx2, mut gw2) = (gx0.clone(), gw0.clone());
+                scalar::linear_backward_acc(&w, &g, &x, &mut gx2, Some(&mut gw2), rows, cols);
+                assert_eq!(bits(&gx1), bits(&gx2), "{k:?} g_x {rows}x{cols}");
+                assert_eq!(bits(&gw1), bits(&gw2), "{k:?} g_w {rows}x{cols}");
+                let mut gx3 = gx0.clone();
+                k.linear_backward_acc(&w, &g, &x, &mut gx3, None, rows, cols);
+                assert_eq!(bits(&gx3), bits(&gx2), "{k:?} g_x alone {rows}x{cols}");
             }
-            let x = data(cols, 20);
-            let mut gx0 = data(cols, 21);
-            let mut gw0 = data(rows * cols, 22);
-            if cols > 0 {
-                gx0[0] = -0.0;
-                gw0[cols - 1] = -0.0;
-            }
-            let (mut gx1, mut gw1) = (gx0.clone(), gw0.clone());
-            linear_backward_acc(&w, &g, &x, &mut gx1, Some(&mut gw1), rows, cols);
-            let (mut gx2, mut gw2) = (gx0.clone(), gw0.clone());
-            scalar::add_outer(&mut gw2, rows, cols, &g, &x);
-            scalar::gemv_t_acc(&w, &g, &mut gx2, rows, cols);
-            assert_eq!(bits(&gx1), bits(&gx2), "g_x {rows}x{cols}");
-            assert_eq!(bits(&gw1), bits(&gw2), "g_w {rows}x{cols}");
-            let mut gx3 = gx0.clone();
-            linear_backward_acc(&w, &g, &x, &mut gx3, None, rows, cols);
-            assert_eq!(bits(&gx3), bits(&gx2), "g_x alone {rows}x{cols}");
         }
     }
 
     #[test]
-    fn axpy_and_outer_match_scalar_twins() {
-        for n in LENS {
-            let x = data(n, 7);
-            let (mut y1, mut y2) = (data(n, 8), data(n, 8));
-            axpy(&mut y1, 0.37, &x);
-            scalar::axpy(&mut y2, 0.37, &x);
-            assert_eq!(bits(&y1), bits(&y2));
-        }
-        let (rows, cols) = (5, 19);
-        let (l, r) = (data(rows, 9), data(cols, 10));
-        let (mut d1, mut d2) = (data(rows * cols, 11), data(rows * cols, 11));
-        add_outer(&mut d1, rows, cols, &l, &r);
-        scalar::add_outer(&mut d2, rows, cols, &l, &r);
-        assert_eq!(bits(&d1), bits(&d2));
-    }
-
-    #[test]
-    fn exp_simd_matches_scalar() {
-        for n in LENS {
-            let x: Vec<f32> = data(n, 12).iter().map(|v| v * 50.0).collect();
-            let mut out = vec![0.0; n];
-            exp_into(&x, &mut out);
-            let want: Vec<f32> = x.iter().map(|&v| math::exp(v)).collect();
-            assert_eq!(bits(&out), bits(&want));
-        }
-    }
-
-    #[test]
-    fn activations_match_their_scalar_forms() {
-        for n in LENS {
-            let x: Vec<f32> = data(n, 17).iter().map(|v| v * 12.0).collect();
-            let (mut e, mut sg, mut si, mut si_sig) =
-                (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
-            exp_scaled_into(-0.37, &x, &mut e);
-            sigmoid_into(&x, &mut sg);
-            silu_into(&x, &mut si, &mut si_sig);
-            for i in 0..n {
-                assert_eq!(
-                    e[i].to_bits(),
-                    math::exp(-0.37 * x[i]).to_bits(),
-                    "exp n={n}"
-                );
-                assert_eq!(
-                    sg[i].to_bits(),
-                    math::sigmoid(x[i]).to_bits(),
-                    "sigmoid n={n}"
-                );
-                let (u, s) = math::silu_with_sigmoid(x[i]);
-                assert_eq!(
-                    (si[i].to_bits(), si_sig[i].to_bits()),
-                    (u.to_bits(), s.to_bits())
-                );
+    fn axpy_outer_and_add_match_scalar_twins() {
+        for k in paths() {
+            for n in LENS {
+                let x = data(n, 7);
+                let (mut y1, mut y2) = (data(n, 8), data(n, 8));
+                k.axpy(&mut y1, 0.37, &x);
+                scalar::axpy(&mut y2, 0.37, &x);
+                assert_eq!(bits(&y1), bits(&y2), "{k:?} axpy n={n}");
+                k.add_assign(&mut y1, &x);
+                scalar::add_assign(&mut y2, &x);
+                assert_eq!(bits(&y1), bits(&y2), "{k:?} add_assign n={n}");
             }
+            let (rows, cols) = (5, 19);
+            let (l, r) = (data(rows, 9), data(cols, 10));
+            let (mut d1, mut d2) = (data(rows * cols, 11), data(rows * cols, 11));
+            k.add_outer(&mut d1, rows, cols, &l, &r);
+            scalar::add_outer(&mut d2, rows, cols, &l, &r);
+            assert_eq!(bits(&d1), bits(&d2), "{k:?}");
+        }
+    }
+
+    /// Inputs for the activations: ordinary values over the exponential's range, and the
+    /// edges (clamps, ±0, ±inf, NaN) spread over lanes and tails.
+    fn activation_inputs(n: usize, seed: u32, scale: f32) -> Vec<f32> {
+        let edges = [
+            -1000.0,
+            -87.5,
+            -0.0,
+            0.0,
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            1000.0,
+            1e-30,
+            88.5,
+        ];
+        let mut x: Vec<f32> = data(n, seed).iter().map(|v| v * scale).collect();
+        for (i, xi) in x.iter_mut().enumerate().step_by(3) {
+            *xi = edges[(i / 3) % edges.len()];
+        }
+        x
+    }
+
+    #[test]
+    fn activations_match_scalar_twins() {
+        for k in paths() {
+            for n in LENS {
+                let x = activation_inputs(n, 12, 50.0);
+                let zeros = || vec![0.0; n];
+                let (mut a, mut b) = (zeros(), zeros());
+                k.exp_into(&x, &mut a);
+                scalar::exp_into(&x, &mut b);
+                assert_eq!(bits(&a), bits(&b), "{k:?} exp n={n}");
+                let x = activation_inputs(n, 17, 12.0);
+                k.exp_scaled_into(-0.37, &x, &mut a);
+                scalar::exp_scaled_into(-0.37, &x, &mut b);
+                assert_eq!(bits(&a), bits(&b), "{k:?} exp_scaled n={n}");
+                k.sigmoid_into(&x, &mut a);
+                scalar::sigmoid_into(&x, &mut b);
+                assert_eq!(bits(&a), bits(&b), "{k:?} sigmoid n={n}");
+                let (mut sa, mut sb) = (zeros(), zeros());
+                k.silu_into(&x, &mut a, &mut sa);
+                scalar::silu_into(&x, &mut b, &mut sb);
+                assert_eq!(bits(&a), bits(&b), "{k:?} silu n={n}");
+                assert_eq!(bits(&sa), bits(&sb), "{k:?} silu's sigmoid n={n}");
+            }
+        }
+    }
+
+    /// The scalar twins of the activations are the scalar functions of [`math`].
+    #[test]
+    fn activation_twins_are_the_math_functions() {
+        let x = activation_inputs(37, 5, 20.0);
+        let mut out = vec![0.0; x.len()];
+        scalar::exp_scaled_into(-0.37, &x, &mut out);
+        for (o, &xi) in out.iter().zip(&x) {
+            assert_eq!(o.to_bits(), math::exp(-0.37 * xi).to_bits());
+        }
+        let (mut u, mut s) = (vec![0.0; x.len()], vec![0.0; x.len()]);
+        scalar::silu_into(&x, &mut u, &mut s);
+        for i in 0..x.len() {
+            let (ui, si) = math::silu_with_sigmoid(x[i]);
+            assert_eq!(
+                (u[i].to_bits(), s[i].to_bits()),
+                (ui.to_bits(), si.to_bits())
+            );
+        }
+    }
+
+    /// Optimizer inputs with the thresholds, a subnormal, ±0, infinities and NaN, repeated so
+    /// that each value reaches full lane groups and the tail.
+    fn optimizer_values(n: usize) -> Vec<f32> {
+        let values = [
+            1e-18,
+            -2e-17,
+            1e-17,
+            0.25,
+            -0.0,
+            f32::NAN,
+            3e-31,
+            -7.5,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            -1e-17,
+            1e-40,
+            2e-30,
+            -1.2e-30,
+            5.0,
+            1e-10,
+            1e-30,
+        ];
+        (0..n).map(|i| values[i % values.len()]).collect()
+    }
+
+    const COEFS: AdamCoefs = AdamCoefs {
+        lr: 0.01,
+        beta1: 0.9,
+        beta2: 0.999,
+        inv_bc1: 10.0,
+        inv_bc2: 1000.0,
+        eps: 1e-8,
+        tiny_grad: 1e-17,
+        tiny_moment: 1e-30,
+    };
+
+    #[test]
+    fn optimizer_updates_match_scalar_twins() {
+        for k in paths() {
+            for n in [0, 1, 7, 8, 9, 16, 17, 33, 51] {
+                let values = optimizer_values(n);
+                let fresh = || {
+                    let p: Vec<f32> = (0..n).map(|i| 0.1 * i as f32).collect();
+                    let m: Vec<f32> = values.iter().map(|x| x * 0.5).collect();
+                    let v: Vec<f32> = values.iter().map(|x| x * x).collect();
+                    (p, values.clone(), m, v)
+                };
+                let (mut p1, mut g1, mut m1, mut v1) = fresh();
+                k.adam_update(&COEFS, &mut p1, &mut g1, &mut m1, &mut v1);
+                let (mut p2, mut g2, mut m2, mut v2) = fresh();
+                scalar::adam_update(&COEFS, &mut p2, &mut g2, &mut m2, &mut v2);
+                assert_eq!(bits(&p1), bits(&p2), "{k:?} adam p n={n}");
+                assert_eq!(bits(&m1), bits(&m2), "{k:?} adam m n={n}");
+                assert_eq!(bits(&v1), bits(&v2), "{k:?} adam v n={n}");
+                assert!(g1.iter().all(|&x| x.to_bits() == 0), "gradient consumed");
+
+                let (mut p1, mut g1, ..) = fresh();
+                k.sgd_update(&mut p1, &mut g1, 0.5, COEFS.tiny_grad);
+                let (mut p2, mut g2, ..) = fresh();
+                scalar::sgd_update(&mut p2, &mut g2, 0.5, COEFS.tiny_grad);
+                assert_eq!(bits(&p1), bits(&p2), "{k:?} sgd n={n}");
+                assert!(g1.iter().all(|&x| x.to_bits() == 0), "gradient consumed");
+            }
+        }
+    }
+
+    /// What the optimizer twins compute at the edges: flushed moments and gradients.
+    #[test]
+    fn optimizer_twins_flush_tiny_values() {
+        let values = optimizer_values(17);
+        let mut p = vec![0.0; 17];
+        let mut g = values.clone();
+        let mut m: Vec<f32> = values.iter().map(|x| x * 0.5).collect();
+        let mut v: Vec<f32> = values.iter().map(|x| x * x).collect();
+        scalar::adam_update(&COEFS, &mut p, &mut g, &mut m, &mut v);
+        // A first moment that decays below the floor, and the moments of gradients below the
+        // threshold whose old moments were tiny (a subnormal among them), are +0.
+        for i in [6, 11, 12, 13] {
+            assert_eq!(m[i].to_bits(), 0, "lane {i}: m is +0");
+        }
+        assert_eq!(v[11].to_bits(), 0);
+        assert!(m[2] != 0.0 && m[10] != 0.0, "a gradient of ±1e-17 is kept");
+        assert!(m[5].is_nan() && p[5].is_nan(), "NaN travels");
+        let mut p = vec![0.0; 17];
+        let mut g = values.clone();
+        scalar::sgd_update(&mut p, &mut g, 0.5, COEFS.tiny_grad);
+        assert_eq!(p[0], 0.0, "a gradient of 1e-18 moves nothing");
+        assert_eq!(p[3], 0.125);
+    }
+
+    #[test]
+    fn the_active_path_is_one_this_cpu_has() {
+        assert!(Kernels::active().path().is_available());
+        for path in SimdPath::ALL {
+            assert_eq!(Kernels::for_path(path).is_some(), path.is_available());
         }
     }
 

@@ -1,11 +1,10 @@
 //! Scalar twins of the SIMD kernels: slow, obviously ordered, and bit-identical to them.
 //!
-//! Each function spells out the summation order its SIMD form keeps with eight lanes, so a test
-//! can compare the two on lengths that are not multiples of the lane width.
+//! Each function spells out, one element at a time, the order its SIMD forms keep with eight
+//! lanes, so a test can compare every SIMD path with it on lengths that are not multiples of the
+//! lane width.
 
-use super::fold_lanes;
-
-const LANES: usize = 8;
+use super::{AdamCoefs, LANES, fold_lanes, math};
 
 /// Twin of [`super::dot`].
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
@@ -70,5 +69,85 @@ pub fn add_outer(dst: &mut [f32], rows: usize, cols: usize, left: &[f32], right:
         for c in 0..cols {
             dst[r * cols + c] += left[r] * right[c];
         }
+    }
+}
+
+/// Twin of [`super::linear_backward_acc`]: the weight gradient as [`add_outer`], then the input
+/// gradient as [`gemv_t_acc`] (they write different buffers).
+#[allow(clippy::too_many_arguments)]
+pub fn linear_backward_acc(
+    w: &[f32],
+    g: &[f32],
+    x: &[f32],
+    g_x: &mut [f32],
+    g_w: Option<&mut [f32]>,
+    rows: usize,
+    cols: usize,
+) {
+    if let Some(g_w) = g_w {
+        add_outer(g_w, rows, cols, g, x);
+    }
+    gemv_t_acc(w, g, g_x, rows, cols);
+}
+
+/// Twin of [`super::add_assign`].
+pub fn add_assign(y: &mut [f32], x: &[f32]) {
+    for (yi, xi) in y.iter_mut().zip(x) {
+        *yi += *xi;
+    }
+}
+
+/// Twin of [`super::exp_into`].
+pub fn exp_into(x: &[f32], out: &mut [f32]) {
+    for (o, &xi) in out.iter_mut().zip(x) {
+        *o = math::exp(xi);
+    }
+}
+
+/// Twin of [`super::exp_scaled_into`].
+pub fn exp_scaled_into(a: f32, x: &[f32], out: &mut [f32]) {
+    for (o, &xi) in out.iter_mut().zip(x) {
+        *o = math::exp(a * xi);
+    }
+}
+
+/// Twin of [`super::sigmoid_into`].
+pub fn sigmoid_into(x: &[f32], out: &mut [f32]) {
+    for (o, &xi) in out.iter_mut().zip(x) {
+        *o = math::sigmoid(xi);
+    }
+}
+
+/// Twin of [`super::silu_into`].
+pub fn silu_into(x: &[f32], out: &mut [f32], sig: &mut [f32]) {
+    for ((o, s), &xi) in out.iter_mut().zip(sig.iter_mut()).zip(x) {
+        (*o, *s) = math::silu_with_sigmoid(xi);
+    }
+}
+
+/// `x`, or +0 where `|x| < tiny` (NaN compares false and stays).
+fn flush(x: f32, tiny: f32) -> f32 {
+    if x.abs() < tiny { 0.0 } else { x }
+}
+
+/// Twin of [`super::sgd_update`].
+pub fn sgd_update(p: &mut [f32], g: &mut [f32], lr: f32, tiny_grad: f32) {
+    for (pi, gi) in p.iter_mut().zip(g.iter_mut()) {
+        *pi += lr * flush(*gi, tiny_grad);
+        *gi = 0.0;
+    }
+}
+
+/// Twin of [`super::adam_update`].
+pub fn adam_update(c: &AdamCoefs, p: &mut [f32], g: &mut [f32], m: &mut [f32], v: &mut [f32]) {
+    let n = p.len().min(g.len()).min(m.len()).min(v.len());
+    for i in 0..n {
+        let gi = flush(g[i], c.tiny_grad);
+        let mm = flush(c.beta1 * m[i] + (1.0 - c.beta1) * gi, c.tiny_moment);
+        let vv = flush(c.beta2 * v[i] + (1.0 - c.beta2) * (gi * gi), c.tiny_moment);
+        m[i] = mm;
+        v[i] = vv;
+        p[i] += c.lr * ((mm * c.inv_bc1) / ((vv * c.inv_bc2).sqrt() + c.eps));
+        g[i] = 0.0;
     }
 }

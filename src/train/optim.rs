@@ -5,8 +5,8 @@
 //! the tensors in scope and leaves the whole buffer zeroed for the next accumulation.
 //!
 //! Every update is element-wise (`+ - * /`, `sqrt` and compare-and-select, exact or correctly
-//! rounded in IEEE 754), so however the compiler vectorises these loops, every build computes the
-//! same bits.
+//! rounded in IEEE 754), so every build and SIMD path computes the same bits; the loops are the
+//! kernels [`kernels::sgd_update`] and [`kernels::adam_update`].
 //!
 //! **No subnormal numbers.** An x86 core takes a microcode assist, on the order of a hundred
 //! cycles, for every operation that reads or produces a subnormal float, and training makes them
@@ -20,8 +20,8 @@
 //! runs 4.4 times faster for it (docs/determinism.md).
 
 use anyhow::{Result, bail};
-use wide::f32x8;
 
+use crate::kernels::{self, AdamCoefs};
 use crate::params::{ParamSet, Scope, TensorInfo};
 
 /// How the parameters move on a trained byte.
@@ -146,10 +146,15 @@ impl Optimizer {
             self.steps += 1;
             self.beta1_pow *= BETA1 as f64;
             self.beta2_pow *= BETA2 as f64;
-            adam = Some(AdamStep {
+            adam = Some(AdamCoefs {
                 lr: hyper.lr,
+                beta1: BETA1,
+                beta2: BETA2,
                 inv_bc1: (1.0 / (1.0 - self.beta1_pow)) as f32,
                 inv_bc2: (1.0 / (1.0 - self.beta2_pow)) as f32,
+                eps: EPS,
+                tiny_grad: TINY_GRAD,
+                tiny_moment: TINY_MOMENT,
             });
         }
         for t in &params.tensors {
@@ -161,8 +166,11 @@ impl Optimizer {
                 let (p, g) = (&mut params.data[range.clone()], &mut grads[range.clone()]);
                 clip_in_place(g, hyper.clip);
                 match &adam {
-                    None => sgd(p, g, hyper.lr),
-                    Some(step) => step.apply(p, g, &mut self.m[range.clone()], &mut self.v[range]),
+                    None => kernels::sgd_update(p, g, hyper.lr, TINY_GRAD),
+                    Some(c) => {
+                        let (m, v) = (&mut self.m[range.clone()], &mut self.v[range]);
+                        kernels::adam_update(c, p, g, m, v);
+                    }
                 }
             }
         }
@@ -195,87 +203,6 @@ fn clip_in_place(g: &mut [f32], clip: f32) {
             } else {
                 *x
             };
-        }
-    }
-}
-
-const LANES: usize = 8;
-
-// The loops walk the buffers as arrays of eight (`as_chunks`): no bounds checks inside. Each
-// zeroes the gradient as it goes, instead of in a second pass over the buffer.
-
-#[inline(always)]
-fn lanes(c: &[f32; LANES]) -> f32x8 {
-    f32x8::from(*c)
-}
-
-/// `x`, or +0 where `|x| < tiny` (NaN stays NaN: it compares false).
-#[inline(always)]
-fn flush8(x: f32x8, tiny: f32x8) -> f32x8 {
-    x.abs().simd_lt(tiny).bitselect(f32x8::ZERO, x)
-}
-
-/// The scalar twin of [`flush8`].
-#[inline(always)]
-fn flush(x: f32, tiny: f32) -> f32 {
-    if x.abs() < tiny { 0.0 } else { x }
-}
-
-/// `p += lr · g` (tiny `g` read as zero), consuming (zeroing) `g`.
-fn sgd(p: &mut [f32], g: &mut [f32], lr: f32) {
-    let n = p.len().min(g.len());
-    let (p8, p_tail) = p[..n].as_chunks_mut::<LANES>();
-    let (g8, g_tail) = g[..n].as_chunks_mut::<LANES>();
-    let (lr8, tiny_g) = (f32x8::splat(lr), f32x8::splat(TINY_GRAD));
-    for (pc, gc) in p8.iter_mut().zip(g8) {
-        *pc = (lanes(pc) + lr8 * flush8(lanes(gc), tiny_g)).to_array();
-        *gc = [0.0; LANES];
-    }
-    for (pi, gi) in p_tail.iter_mut().zip(g_tail) {
-        *pi += lr * flush(*gi, TINY_GRAD);
-        *gi = 0.0;
-    }
-}
-
-struct AdamStep {
-    lr: f32,
-    inv_bc1: f32,
-    inv_bc2: f32,
-}
-
-impl AdamStep {
-    /// `m ← β1 m + (1−β1) g; v ← β2 v + (1−β2) g²; p ← p + lr · m̂ / (√v̂ + ε)`, consuming `g`,
-    /// with tiny `g`, `m` and `v` read and stored as zero (module doc). Eight lanes at a time,
-    /// then the same formula element by element.
-    fn apply(&self, p: &mut [f32], g: &mut [f32], m: &mut [f32], v: &mut [f32]) {
-        let n = p.len().min(g.len()).min(m.len()).min(v.len());
-        let (p8, p_tail) = p[..n].as_chunks_mut::<LANES>();
-        let (g8, g_tail) = g[..n].as_chunks_mut::<LANES>();
-        let (m8, m_tail) = m[..n].as_chunks_mut::<LANES>();
-        let (v8, v_tail) = v[..n].as_chunks_mut::<LANES>();
-        let (b1, b2) = (f32x8::splat(BETA1), f32x8::splat(BETA2));
-        let (c1, c2) = (f32x8::splat(1.0 - BETA1), f32x8::splat(1.0 - BETA2));
-        let (bc1, bc2) = (f32x8::splat(self.inv_bc1), f32x8::splat(self.inv_bc2));
-        let (lr, eps) = (f32x8::splat(self.lr), f32x8::splat(EPS));
-        let (tiny_g, tiny_m) = (f32x8::splat(TINY_GRAD), f32x8::splat(TINY_MOMENT));
-        for (((pc, gc), mc), vc) in p8.iter_mut().zip(g8).zip(m8).zip(v8) {
-            let gi = flush8(lanes(gc), tiny_g);
-            let mm = flush8(b1 * lanes(mc) + c1 * gi, tiny_m);
-            let vv = flush8(b2 * lanes(vc) + c2 * (gi * gi), tiny_m);
-            *mc = mm.to_array();
-            *vc = vv.to_array();
-            *pc = (lanes(pc) + lr * ((mm * bc1) / ((vv * bc2).sqrt() + eps))).to_array();
-            *gc = [0.0; LANES];
-        }
-        let tails = p_tail.iter_mut().zip(g_tail).zip(m_tail).zip(v_tail);
-        for (((pi, gi), mi), vi) in tails {
-            let g = flush(*gi, TINY_GRAD);
-            let mm = flush(BETA1 * *mi + (1.0 - BETA1) * g, TINY_MOMENT);
-            let vv = flush(BETA2 * *vi + (1.0 - BETA2) * (g * g), TINY_MOMENT);
-            *mi = mm;
-            *vi = vv;
-            *pi += self.lr * ((mm * self.inv_bc1) / ((vv * self.inv_bc2).sqrt() + EPS));
-            *gi = 0.0;
         }
     }
 }
@@ -433,78 +360,6 @@ mod tests {
         let (m, _) = opt.moments().unwrap();
         assert_eq!(m[0], 0.0);
         assert_eq!(m[1], (1.0 - BETA1) * TINY_GRAD);
-    }
-
-    #[test]
-    fn eight_lanes_and_the_scalar_tail_agree_bit_for_bit() {
-        // The same values through the lanes (two blocks of 8) and through the tail (length 1
-        // each): thresholds, a subnormal, infinities and NaN included.
-        let values = [
-            1e-18,
-            -2e-17,
-            1e-17,
-            0.25,
-            -0.0,
-            f32::NAN,
-            3e-31,
-            -7.5,
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-            -1e-17,
-            1e-40,
-            2e-30,
-            -1.2e-30,
-            5.0,
-            1e-10,
-        ];
-        let n = values.len();
-        let step = AdamStep {
-            lr: 0.01,
-            inv_bc1: 10.0,
-            inv_bc2: 1000.0,
-        };
-        let fresh = || {
-            let p: Vec<f32> = (0..n).map(|i| 0.1 * i as f32).collect();
-            let m: Vec<f32> = values.iter().map(|x| x * 0.5).collect();
-            let v: Vec<f32> = values.iter().map(|x| x * x).collect();
-            (p, values.to_vec(), m, v)
-        };
-        let (mut p8, mut g8, mut m8, mut v8) = fresh();
-        step.apply(&mut p8, &mut g8, &mut m8, &mut v8);
-        let (mut p1, mut g1, mut m1, mut v1) = fresh();
-        for i in 0..n {
-            let r = i..i + 1;
-            step.apply(
-                &mut p1[r.clone()],
-                &mut g1[r.clone()],
-                &mut m1[r.clone()],
-                &mut v1[r],
-            );
-        }
-        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        assert_eq!(bits(&p8), bits(&p1));
-        assert_eq!(bits(&m8), bits(&m1));
-        assert_eq!(bits(&v8), bits(&v1));
-        assert!(g8.iter().chain(&g1).all(|&x| x == 0.0));
-        // Flushed: a first moment that decays below TINY_MOMENT, and the moments of gradients
-        // below TINY_GRAD whose old moments were tiny (a subnormal among them).
-        for i in [6, 11, 12, 13] {
-            assert_eq!(m8[i].to_bits(), 0, "lane {i}: m is +0");
-        }
-        assert_eq!(v8[11].to_bits(), 0);
-        assert!(
-            m8[2] != 0.0 && m8[10] != 0.0,
-            "a gradient of ±1e-17 is kept"
-        );
-
-        let (mut p8, mut g8, ..) = fresh();
-        sgd(&mut p8, &mut g8, 0.5);
-        let (mut p1, mut g1, ..) = fresh();
-        for i in 0..n {
-            sgd(&mut p1[i..i + 1], &mut g1[i..i + 1], 0.5);
-        }
-        assert_eq!(bits(&p8), bits(&p1));
-        assert_eq!(p8[0], 0.0, "a gradient of 1e-18 moves nothing");
     }
 
     #[test]

@@ -1,0 +1,524 @@
+//! The eight-lane algorithms, written once over [`Lanes8`] and instantiated by each SIMD path
+//! ([`super::portable`] with `wide::f32x8`, [`super::avx2`] with `__m256`).
+//!
+//! This is what keeps the paths bit-identical by construction: a path supplies only the
+//! lane-wise operations (each one IEEE 754 operation per lane, or a bit operation), and every
+//! order of operations — the accumulators, the folds, the tails, the rows — is written here
+//! once. Everything is `#[inline(always)]`, so each path's entry points (AVX2's inside
+//! `#[target_feature]` functions) compile these loops with their own instructions.
+
+use super::math::{
+    EXP_HI, EXP_LO, LN2_HI, LN2_LO, LOG2E, P0, P1, P2, P3, P4, P5, ROUND_MAGIC, exp, sigmoid,
+    silu_with_sigmoid,
+};
+use super::{AdamCoefs, LANES, fold_lanes};
+
+/// Defines a path's entry points — the functions [`super::Kernels`] dispatches to — as the
+/// algorithms of this module over the path's lane type `$V`, each with the attributes given
+/// (`#[target_feature]` for a path that needs CPU features).
+macro_rules! entry_points {
+    ($V:ty, $(#[$attr:meta])*) => {
+        $(#[$attr])*
+        pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
+            super::simd::dot::<$V>(a, b)
+        }
+        $(#[$attr])*
+        pub(super) fn gemv(w: &[f32], x: &[f32], y: &mut [f32], rows: usize, cols: usize) {
+            super::simd::gemv::<$V>(w, x, y, rows, cols)
+        }
+        $(#[$attr])*
+        pub(super) fn gemv_t_acc(w: &[f32], g: &[f32], out: &mut [f32], rows: usize, cols: usize) {
+            super::simd::gemv_t_acc::<$V>(w, g, out, rows, cols)
+        }
+        $(#[$attr])*
+        pub(super) fn linear_backward_acc(
+            w: &[f32],
+            g: &[f32],
+            x: &[f32],
+            g_x: &mut [f32],
+            g_w: &mut [f32],
+            rows: usize,
+            cols: usize,
+        ) {
+            super::simd::linear_backward_acc::<$V>(w, g, x, g_x, g_w, rows, cols)
+        }
+        $(#[$attr])*
+        pub(super) fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
+            super::simd::axpy::<$V>(y, a, x)
+        }
+        $(#[$attr])*
+        pub(super) fn add_outer(dst: &mut [f32], rows: usize, cols: usize, left: &[f32], right: &[f32]) {
+            super::simd::add_outer::<$V>(dst, rows, cols, left, right)
+        }
+        $(#[$attr])*
+        pub(super) fn add_assign(y: &mut [f32], x: &[f32]) {
+            super::simd::add_assign(y, x)
+        }
+        $(#[$attr])*
+        pub(super) fn exp_into(x: &[f32], out: &mut [f32]) {
+            super::simd::exp_into::<$V>(x, out)
+        }
+        $(#[$attr])*
+        pub(super) fn exp_scaled_into(a: f32, x: &[f32], out: &mut [f32]) {
+            super::simd::exp_scaled_into::<$V>(a, x, out)
+        }
+        $(#[$attr])*
+        pub(super) fn sigmoid_into(x: &[f32], out: &mut [f32]) {
+            super::simd::sigmoid_into::<$V>(x, out)
+        }
+        $(#[$attr])*
+        pub(super) fn silu_into(x: &[f32], out: &mut [f32], sig: &mut [f32]) {
+            super::simd::silu_into::<$V>(x, out, sig)
+        }
+        $(#[$attr])*
+        pub(super) fn sgd_update(p: &mut [f32], g: &mut [f32], lr: f32, tiny_grad: f32) {
+            super::simd::sgd_update::<$V>(p, g, lr, tiny_grad)
+        }
+        $(#[$attr])*
+        pub(super) fn adam_update(
+            c: &super::AdamCoefs,
+            p: &mut [f32],
+            g: &mut [f32],
+            m: &mut [f32],
+            v: &mut [f32],
+        ) {
+            super::simd::adam_update::<$V>(c, p, g, m, v)
+        }
+    };
+}
+
+/// Eight f32 lanes and the operations the kernels use on them: each lane-wise, each either one
+/// correctly rounded IEEE 754 operation or a bit operation, so every implementation computes the
+/// same bits. No fused multiply-add.
+pub(super) trait Lanes8: Copy {
+    fn load(c: &[f32; LANES]) -> Self;
+    fn store(self, c: &mut [f32; LANES]);
+    fn splat(x: f32) -> Self;
+    /// `self + o`, in this operand order (which fixes the payload of a NaN).
+    fn add(self, o: Self) -> Self;
+    fn sub(self, o: Self) -> Self;
+    fn mul(self, o: Self) -> Self;
+    fn div(self, o: Self) -> Self;
+    fn sqrt(self) -> Self;
+    /// Flips the sign bit.
+    fn neg(self) -> Self;
+    /// `lo` where `self < lo`, else `self` (compare-and-select: NaN stays NaN).
+    fn raise_to(self, lo: Self) -> Self;
+    /// `hi` where `self > hi`, else `self` (NaN stays NaN).
+    fn lower_to(self, hi: Self) -> Self;
+    /// `+0` where `|self| < tiny`, else `self` (NaN stays NaN).
+    fn flush_below(self, tiny: Self) -> Self;
+    /// For `t = n + ROUND_MAGIC` with an integer `n` in the low mantissa bits: the float whose
+    /// bits are `(bits(t) − bits(ROUND_MAGIC) + 127) · 2^23` in wrapping i32 arithmetic, which
+    /// is `2^n` for the `n` that [`exp8`] produces.
+    fn pow2_of_rounded(t: Self) -> Self;
+}
+
+/// `c += v`, lane by lane.
+#[inline(always)]
+fn add_to<V: Lanes8>(c: &mut [f32; LANES], v: V) {
+    V::load(c).add(v).store(c);
+}
+
+/// See [`super::dot`].
+#[inline(always)]
+pub(super) fn dot<V: Lanes8>(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a8, a_tail) = a[..n].as_chunks::<LANES>();
+    let (b8, b_tail) = b[..n].as_chunks::<LANES>();
+    let (a32, a8) = a8.as_chunks::<4>();
+    let (b32, b8) = b8.as_chunks::<4>();
+    let mut acc = [V::splat(0.0); 4];
+    for (x, y) in a32.iter().zip(b32) {
+        for (q, accq) in acc.iter_mut().enumerate() {
+            *accq = accq.add(V::load(&x[q]).mul(V::load(&y[q])));
+        }
+    }
+    let mut total = (acc[0].add(acc[1])).add(acc[2].add(acc[3]));
+    for (x, y) in a8.iter().zip(b8) {
+        total = total.add(V::load(x).mul(V::load(y)));
+    }
+    let mut folded = [0.0; LANES];
+    total.store(&mut folded);
+    let mut sum = fold_lanes(folded);
+    for (x, y) in a_tail.iter().zip(b_tail) {
+        sum += x * y;
+    }
+    sum
+}
+
+/// See [`super::gemv`].
+#[inline(always)]
+pub(super) fn gemv<V: Lanes8>(w: &[f32], x: &[f32], y: &mut [f32], rows: usize, cols: usize) {
+    assert!(w.len() >= rows * cols && x.len() >= cols && y.len() >= rows);
+    if cols == 0 {
+        y[..rows].fill(0.0);
+        return;
+    }
+    let x = &x[..cols];
+    for (out, row) in y[..rows].iter_mut().zip(w.chunks_exact(cols)) {
+        *out = dot::<V>(row, x);
+    }
+}
+
+/// See [`super::gemv_t_acc`].
+#[inline(always)]
+pub(super) fn gemv_t_acc<V: Lanes8>(
+    w: &[f32],
+    g: &[f32],
+    out: &mut [f32],
+    rows: usize,
+    cols: usize,
+) {
+    assert!(w.len() >= rows * cols && g.len() >= rows && out.len() >= cols);
+    if cols == 0 {
+        return;
+    }
+    let out = &mut out[..cols];
+    let mut batch: [(f32, &[f32]); 4] = [(0.0, &[]); 4];
+    let mut pending = 0;
+    for (&gr, row) in g[..rows].iter().zip(w.chunks_exact(cols)) {
+        if gr == 0.0 {
+            continue;
+        }
+        batch[pending] = (gr, row);
+        pending += 1;
+        if pending == batch.len() {
+            axpy4::<V>(out, &batch);
+            pending = 0;
+        }
+    }
+    for &(gr, row) in &batch[..pending] {
+        axpy::<V>(out, gr, row);
+    }
+}
+
+/// See [`super::linear_backward_acc`] (with a weight gradient).
+#[inline(always)]
+pub(super) fn linear_backward_acc<V: Lanes8>(
+    w: &[f32],
+    g: &[f32],
+    x: &[f32],
+    g_x: &mut [f32],
+    g_w: &mut [f32],
+    rows: usize,
+    cols: usize,
+) {
+    assert!(w.len() >= rows * cols && g_w.len() >= rows * cols && g.len() >= rows);
+    assert!(x.len() >= cols && g_x.len() >= cols);
+    if cols == 0 {
+        return;
+    }
+    let (x, g_x) = (&x[..cols], &mut g_x[..cols]);
+    let mut batch: [(f32, &[f32], &mut [f32]); 4] =
+        std::array::from_fn(|_| (0.0, &[][..], Default::default()));
+    let mut pending = 0;
+    let rows_of = g[..rows]
+        .iter()
+        .zip(w.chunks_exact(cols))
+        .zip(g_w.chunks_exact_mut(cols));
+    for ((&gr, row), g_row) in rows_of {
+        if gr == 0.0 {
+            continue;
+        }
+        batch[pending] = (gr, row, g_row);
+        pending += 1;
+        if pending == batch.len() {
+            linear_backward4::<V>(x, g_x, &mut batch);
+            pending = 0;
+        }
+    }
+    for (gr, row, g_row) in &mut batch[..pending] {
+        axpy::<V>(g_row, *gr, x);
+        axpy::<V>(g_x, *gr, row);
+    }
+}
+
+/// Four rows of [`linear_backward_acc`]: `g_w[k] += g[k]·x` for each row `k`, and `g_x += g[k]·W[k]`
+/// for `k` = 0, 1, 2, 3 in this order, element by element.
+#[inline(always)]
+fn linear_backward4<V: Lanes8>(
+    x: &[f32],
+    g_x: &mut [f32],
+    rows: &mut [(f32, &[f32], &mut [f32]); 4],
+) {
+    let n = rows.iter().fold(x.len().min(g_x.len()), |n, r| {
+        n.min(r.1.len()).min(r.2.len())
+    });
+    let a = [rows[0].0, rows[1].0, rows[2].0, rows[3].0];
+    let av = a.map(V::splat);
+    let [(_, w0, gw0), (_, w1, gw1), (_, w2, gw2), (_, w3, gw3)] = rows;
+    let (x8, x_tail) = x[..n].as_chunks::<LANES>();
+    let (gx8, gx_tail) = g_x[..n].as_chunks_mut::<LANES>();
+    let (w0, w0_tail) = w0[..n].as_chunks::<LANES>();
+    let (w1, w1_tail) = w1[..n].as_chunks::<LANES>();
+    let (w2, w2_tail) = w2[..n].as_chunks::<LANES>();
+    let (w3, w3_tail) = w3[..n].as_chunks::<LANES>();
+    let (gw0, gw0_tail) = gw0[..n].as_chunks_mut::<LANES>();
+    let (gw1, gw1_tail) = gw1[..n].as_chunks_mut::<LANES>();
+    let (gw2, gw2_tail) = gw2[..n].as_chunks_mut::<LANES>();
+    let (gw3, gw3_tail) = gw3[..n].as_chunks_mut::<LANES>();
+    for (i, gxc) in gx8.iter_mut().enumerate() {
+        let xv = V::load(&x8[i]);
+        add_to(&mut gw0[i], av[0].mul(xv));
+        add_to(&mut gw1[i], av[1].mul(xv));
+        add_to(&mut gw2[i], av[2].mul(xv));
+        add_to(&mut gw3[i], av[3].mul(xv));
+        let mut v = V::load(gxc);
+        v = v.add(av[0].mul(V::load(&w0[i])));
+        v = v.add(av[1].mul(V::load(&w1[i])));
+        v = v.add(av[2].mul(V::load(&w2[i])));
+        v = v.add(av[3].mul(V::load(&w3[i])));
+        v.store(gxc);
+    }
+    for (j, gxj) in gx_tail.iter_mut().enumerate() {
+        let xj = x_tail[j];
+        gw0_tail[j] += a[0] * xj;
+        gw1_tail[j] += a[1] * xj;
+        gw2_tail[j] += a[2] * xj;
+        gw3_tail[j] += a[3] * xj;
+        let mut v = *gxj;
+        v += a[0] * w0_tail[j];
+        v += a[1] * w1_tail[j];
+        v += a[2] * w2_tail[j];
+        v += a[3] * w3_tail[j];
+        *gxj = v;
+    }
+}
+
+/// See [`super::axpy`].
+#[inline(always)]
+pub(super) fn axpy<V: Lanes8>(y: &mut [f32], a: f32, x: &[f32]) {
+    let n = y.len().min(x.len());
+    let (y8, y_tail) = y[..n].as_chunks_mut::<LANES>();
+    let (x8, x_tail) = x[..n].as_chunks::<LANES>();
+    let av = V::splat(a);
+    for (yc, xc) in y8.iter_mut().zip(x8) {
+        add_to(yc, av.mul(V::load(xc)));
+    }
+    for (yi, xi) in y_tail.iter_mut().zip(x_tail) {
+        *yi += a * xi;
+    }
+}
+
+/// `y += a0·x0`, then `y += a1·x1`, `y += a2·x2`, `y += a3·x3`, in one pass over `y`: each
+/// element gets its four products added in this order, so the bits equal four [`axpy`] calls.
+#[inline(always)]
+fn axpy4<V: Lanes8>(y: &mut [f32], terms: &[(f32, &[f32]); 4]) {
+    let n = terms.iter().fold(y.len(), |n, (_, x)| n.min(x.len()));
+    let a = terms.map(|(a, _)| a);
+    let av = a.map(V::splat);
+    let x = terms.map(|(_, x)| x[..n].as_chunks::<LANES>());
+    let (y8, y_tail) = y[..n].as_chunks_mut::<LANES>();
+    let blocks = y8
+        .iter_mut()
+        .zip(x[0].0)
+        .zip(x[1].0)
+        .zip(x[2].0)
+        .zip(x[3].0);
+    for ((((yc, x0), x1), x2), x3) in blocks {
+        let mut v = V::load(yc);
+        v = v.add(av[0].mul(V::load(x0)));
+        v = v.add(av[1].mul(V::load(x1)));
+        v = v.add(av[2].mul(V::load(x2)));
+        v = v.add(av[3].mul(V::load(x3)));
+        v.store(yc);
+    }
+    let tails = y_tail
+        .iter_mut()
+        .zip(x[0].1)
+        .zip(x[1].1)
+        .zip(x[2].1)
+        .zip(x[3].1);
+    for ((((yi, x0), x1), x2), x3) in tails {
+        let mut v = *yi;
+        v += a[0] * x0;
+        v += a[1] * x1;
+        v += a[2] * x2;
+        v += a[3] * x3;
+        *yi = v;
+    }
+}
+
+/// See [`super::add_outer`].
+#[inline(always)]
+pub(super) fn add_outer<V: Lanes8>(
+    dst: &mut [f32],
+    rows: usize,
+    cols: usize,
+    left: &[f32],
+    right: &[f32],
+) {
+    assert!(dst.len() >= rows * cols && left.len() >= rows && right.len() >= cols);
+    if cols == 0 {
+        return;
+    }
+    let right = &right[..cols];
+    for (&g, row) in left[..rows].iter().zip(dst.chunks_exact_mut(cols)) {
+        if g == 0.0 {
+            continue;
+        }
+        axpy::<V>(row, g, right);
+    }
+}
+
+/// See [`super::add_assign`]: element-wise, so left to the compiler's vectoriser (which then
+/// uses the instructions of the path it is compiled in).
+#[inline(always)]
+pub(super) fn add_assign(y: &mut [f32], x: &[f32]) {
+    for (a, b) in y.iter_mut().zip(x) {
+        *a += *b;
+    }
+}
+
+/// Eight lanes of [`super::math::exp`], the same operations in the same order.
+#[inline(always)]
+pub(super) fn exp8<V: Lanes8>(x: V) -> V {
+    let x = x.raise_to(V::splat(EXP_LO));
+    let x = x.lower_to(V::splat(EXP_HI));
+    let magic = V::splat(ROUND_MAGIC);
+    let t = x.mul(V::splat(LOG2E)).add(magic);
+    let n = t.sub(magic);
+    let r = (x.sub(n.mul(V::splat(LN2_HI)))).sub(n.mul(V::splat(LN2_LO)));
+    let z = r.mul(r);
+    let p = V::splat(P0).mul(r).add(V::splat(P1));
+    let p = p.mul(r).add(V::splat(P2));
+    let p = p.mul(r).add(V::splat(P3));
+    let p = p.mul(r).add(V::splat(P4));
+    let p = p.mul(r).add(V::splat(P5));
+    let e = (p.mul(z).add(r)).add(V::splat(1.0));
+    e.mul(V::pow2_of_rounded(t))
+}
+
+/// Eight lanes of [`super::math::sigmoid`], the same operations in the same order.
+#[inline(always)]
+fn sigmoid8<V: Lanes8>(x: V) -> V {
+    let one = V::splat(1.0);
+    one.div(one.add(exp8(x.neg())))
+}
+
+/// See [`super::exp_into`].
+#[inline(always)]
+pub(super) fn exp_into<V: Lanes8>(x: &[f32], out: &mut [f32]) {
+    let n = x.len().min(out.len());
+    let (x8, x_tail) = x[..n].as_chunks::<LANES>();
+    let (o8, o_tail) = out[..n].as_chunks_mut::<LANES>();
+    for (o, xc) in o8.iter_mut().zip(x8) {
+        exp8(V::load(xc)).store(o);
+    }
+    for (o, &xi) in o_tail.iter_mut().zip(x_tail) {
+        *o = exp(xi);
+    }
+}
+
+/// See [`super::exp_scaled_into`].
+#[inline(always)]
+pub(super) fn exp_scaled_into<V: Lanes8>(a: f32, x: &[f32], out: &mut [f32]) {
+    let n = x.len().min(out.len());
+    let (x8, x_tail) = x[..n].as_chunks::<LANES>();
+    let (o8, o_tail) = out[..n].as_chunks_mut::<LANES>();
+    let av = V::splat(a);
+    for (o, xc) in o8.iter_mut().zip(x8) {
+        exp8(av.mul(V::load(xc))).store(o);
+    }
+    for (o, &xi) in o_tail.iter_mut().zip(x_tail) {
+        *o = exp(a * xi);
+    }
+}
+
+/// See [`super::sigmoid_into`].
+#[inline(always)]
+pub(super) fn sigmoid_into<V: Lanes8>(x: &[f32], out: &mut [f32]) {
+    let n = x.len().min(out.len());
+    let (x8, x_tail) = x[..n].as_chunks::<LANES>();
+    let (o8, o_tail) = out[..n].as_chunks_mut::<LANES>();
+    for (o, xc) in o8.iter_mut().zip(x8) {
+        sigmoid8(V::load(xc)).store(o);
+    }
+    for (o, &xi) in o_tail.iter_mut().zip(x_tail) {
+        *o = sigmoid(xi);
+    }
+}
+
+/// See [`super::silu_into`].
+#[inline(always)]
+pub(super) fn silu_into<V: Lanes8>(x: &[f32], out: &mut [f32], sig: &mut [f32]) {
+    let n = x.len().min(out.len()).min(sig.len());
+    let (x8, x_tail) = x[..n].as_chunks::<LANES>();
+    let (o8, o_tail) = out[..n].as_chunks_mut::<LANES>();
+    let (s8, s_tail) = sig[..n].as_chunks_mut::<LANES>();
+    for ((o, sg), xc) in o8.iter_mut().zip(s8).zip(x8) {
+        let xv = V::load(xc);
+        let sv = sigmoid8(xv);
+        sv.store(sg);
+        xv.mul(sv).store(o);
+    }
+    for ((o, sg), &xi) in o_tail.iter_mut().zip(s_tail).zip(x_tail) {
+        (*o, *sg) = silu_with_sigmoid(xi);
+    }
+}
+
+/// The scalar form of [`Lanes8::flush_below`].
+#[inline(always)]
+fn flush(x: f32, tiny: f32) -> f32 {
+    if x.abs() < tiny { 0.0 } else { x }
+}
+
+/// See [`super::sgd_update`].
+#[inline(always)]
+pub(super) fn sgd_update<V: Lanes8>(p: &mut [f32], g: &mut [f32], lr: f32, tiny_grad: f32) {
+    let n = p.len().min(g.len());
+    let (p8, p_tail) = p[..n].as_chunks_mut::<LANES>();
+    let (g8, g_tail) = g[..n].as_chunks_mut::<LANES>();
+    let (lr8, tiny_g) = (V::splat(lr), V::splat(tiny_grad));
+    for (pc, gc) in p8.iter_mut().zip(g8) {
+        add_to(pc, lr8.mul(V::load(gc).flush_below(tiny_g)));
+        *gc = [0.0; LANES];
+    }
+    for (pi, gi) in p_tail.iter_mut().zip(g_tail) {
+        *pi += lr * flush(*gi, tiny_grad);
+        *gi = 0.0;
+    }
+}
+
+/// See [`super::adam_update`].
+#[inline(always)]
+pub(super) fn adam_update<V: Lanes8>(
+    c: &AdamCoefs,
+    p: &mut [f32],
+    g: &mut [f32],
+    m: &mut [f32],
+    v: &mut [f32],
+) {
+    let n = p.len().min(g.len()).min(m.len()).min(v.len());
+    let (p8, p_tail) = p[..n].as_chunks_mut::<LANES>();
+    let (g8, g_tail) = g[..n].as_chunks_mut::<LANES>();
+    let (m8, m_tail) = m[..n].as_chunks_mut::<LANES>();
+    let (v8, v_tail) = v[..n].as_chunks_mut::<LANES>();
+    let (c1s, c2s) = (1.0 - c.beta1, 1.0 - c.beta2);
+    let (b1, b2) = (V::splat(c.beta1), V::splat(c.beta2));
+    let (c1, c2) = (V::splat(c1s), V::splat(c2s));
+    let (bc1, bc2) = (V::splat(c.inv_bc1), V::splat(c.inv_bc2));
+    let (lr, eps) = (V::splat(c.lr), V::splat(c.eps));
+    let (tiny_g, tiny_m) = (V::splat(c.tiny_grad), V::splat(c.tiny_moment));
+    for (((pc, gc), mc), vc) in p8.iter_mut().zip(g8).zip(m8).zip(v8) {
+        let gi = V::load(gc).flush_below(tiny_g);
+        let mm = (b1.mul(V::load(mc)).add(c1.mul(gi))).flush_below(tiny_m);
+        let vv = (b2.mul(V::load(vc)).add(c2.mul(gi.mul(gi)))).flush_below(tiny_m);
+        mm.store(mc);
+        vv.store(vc);
+        let step = (mm.mul(bc1)).div((vv.mul(bc2)).sqrt().add(eps));
+        add_to(pc, lr.mul(step));
+        *gc = [0.0; LANES];
+    }
+    let tails = p_tail.iter_mut().zip(g_tail).zip(m_tail).zip(v_tail);
+    for (((pi, gi), mi), vi) in tails {
+        let g = flush(*gi, c.tiny_grad);
+        let mm = flush(c.beta1 * *mi + c1s * g, c.tiny_moment);
+        let vv = flush(c.beta2 * *vi + c2s * (g * g), c.tiny_moment);
+        *mi = mm;
+        *vi = vv;
+        *pi += c.lr * ((mm * c.inv_bc1) / ((vv * c.inv_bc2).sqrt() + c.eps));
+        *gi = 0.0;
+    }
+}
