@@ -216,3 +216,21 @@ fn sync_parent(path: &Path) {
     #[cfg(not(unix))]
     let _ = path;
 }
+
+/// The files under `dir`, in sorted order, subdirectories included; symbolic links are listed
+/// as files (the job decides about them), never followed into directories.
+pub fn walk(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    let mut entries: Vec<_> = fs::read_dir(dir)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<io::Result<_>>()?;
+    entries.sort();
+    for path in entries {
+        if fs::symlink_metadata(&path)?.is_dir() {
+            found.extend(walk(&path)?);
+        } else {
+            found.push(path);
+        }
+    }
+    Ok(found)
+}

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-use super::args::{Cli, Command, ModelArgs, OutputArgs};
+use super::args::{Cli, Command, CompressArgs, InputArgs, ModelArgs, OutputArgs};
 use crate::levels;
 use crate::modelfile::Weights;
 use crate::params::Scope;
@@ -20,7 +20,10 @@ pub const DEFAULT_MODEL: ModelKind = ModelKind::Mamba1;
 pub enum Verbosity {
     Quiet,
     Normal,
+    /// `-v`: a summary line per file.
     Verbose,
+    /// `-vv`: also a line per member, and the recipe.
+    Detailed,
 }
 
 /// One thing to read.
@@ -67,6 +70,13 @@ pub struct OutputSettings {
     pub remove_source: bool,
 }
 
+/// Independent blocks (`--block-size`), coded by `threads` threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockPlan {
+    pub size: u64,
+    pub threads: usize,
+}
+
 /// What to do with every input.
 #[derive(Clone, Debug)]
 pub enum Job {
@@ -78,6 +88,10 @@ pub enum Job {
         save_weights: Option<PathBuf>,
         /// The announced length of the input.
         size: Option<u64>,
+        /// Cut the input into independent members.
+        blocks: Option<BlockPlan>,
+        /// Where to write the learning curve.
+        stats: Option<PathBuf>,
     },
     Decompress {
         output: OutputSettings,
@@ -85,6 +99,7 @@ pub enum Job {
     },
     Test,
     Info,
+    List,
 }
 
 /// A whole run, validated.
@@ -95,7 +110,16 @@ pub struct Settings {
     pub verbosity: Verbosity,
     /// The model file the run starts from (`--weights`, or `file:PATH` in the recipe).
     pub weights: Option<PathBuf>,
+    /// Never show a progress bar.
+    pub no_progress: bool,
+    /// Directories given as inputs stand for the files in them.
+    pub recursive: bool,
+    /// The suffix of compressed files (`.lmz`).
+    pub suffix: String,
 }
+
+/// The suffix of compressed files unless `-S` names another.
+pub const DEFAULT_SUFFIX: &str = ".lmz";
 
 /// How the recipe of a compression is made: the level's recipe, edited by `--recipe`, then by
 /// the knobs. Building it may need the model file (its sizes and model kind), so it waits for
@@ -274,57 +298,71 @@ impl Knobs {
 impl Settings {
     /// Checks the command line; every error is a usage error.
     pub fn from_cli(cli: Cli) -> Result<Self> {
-        let verbosity = match (cli.quiet, cli.verbose) {
+        let verbosity = match (cli.talk.quiet, cli.talk.verbose) {
             (true, _) => Verbosity::Quiet,
-            (false, true) => Verbosity::Verbose,
-            (false, false) => Verbosity::Normal,
+            (false, 0) => Verbosity::Normal,
+            (false, 1) => Verbosity::Verbose,
+            (false, _) => Verbosity::Detailed,
         };
-        let (job, files, weights) = match cli.command {
-            Command::Compress(a) => {
-                let plan = RecipePlan::from_args(&a.model, a.level.level());
-                let weights = match (&a.weights.weights, plan.file_in_text()) {
-                    (Some(_), Some(_)) => {
-                        bail!("the model file is given twice (--weights and file: in --recipe)")
-                    }
-                    (w, t) => w.clone().or(t),
-                };
-                if weights.is_none() {
-                    // Everything can be checked now.
-                    plan.build(None)?;
+        let (job, input, weights) = match cli.command {
+            None => {
+                let mode = &cli.mode;
+                let a = cli.top;
+                if mode.decompress || mode.test || mode.list {
+                    refuse_compress_only(&a)?;
                 }
-                let output = output_from(&a.output, a.files.len())?;
-                one_input_for(&a.weights.save_weights, "--save-weights", a.files.len())?;
-                one_input_for(&a.size, "--size", a.files.len())?;
-                let job = Job::Compress {
-                    plan: Box::new(plan),
-                    verify: a.verify,
-                    output,
-                    save_weights: a.weights.save_weights,
-                    size: a.size,
-                };
-                (job, a.files, weights)
+                if mode.decompress {
+                    let output = output_from(&a.output, a.input.files.len())?;
+                    one_input_for(
+                        &a.weights.save_weights,
+                        "--save-weights",
+                        a.input.files.len(),
+                    )?;
+                    let job = Job::Decompress {
+                        output,
+                        save_weights: a.weights.save_weights,
+                    };
+                    (job, a.input, a.weights.weights)
+                } else if mode.test {
+                    (Job::Test, a.input, a.weights.weights)
+                } else if mode.list {
+                    (Job::List, a.input, None)
+                } else {
+                    compress_job(a)?
+                }
             }
-            Command::Decompress(a) => {
-                let output = output_from(&a.output, a.files.len())?;
-                one_input_for(&a.weights.save_weights, "--save-weights", a.files.len())?;
+            Some(Command::Compress(a)) => compress_job(a)?,
+            Some(Command::Decompress(a)) => {
+                let output = output_from(&a.output, a.input.files.len())?;
+                one_input_for(
+                    &a.weights.save_weights,
+                    "--save-weights",
+                    a.input.files.len(),
+                )?;
                 let job = Job::Decompress {
                     output,
                     save_weights: a.weights.save_weights,
                 };
-                (job, a.files, a.weights.weights)
+                (job, a.input, a.weights.weights)
             }
-            Command::Test(a) => (Job::Test, a.files, a.weights),
-            Command::Info(a) => {
-                if a.files.iter().any(|f| f.as_os_str() == "-") {
-                    bail!("info reads files, not standard input (it seeks over the coded data)");
-                }
-                (Job::Info, a.files, None)
+            Some(Command::Test(a)) => (Job::Test, a.input, a.weights),
+            Some(Command::Info(a)) => (Job::Info, files_only(a.files), None),
+            Some(Command::List(a)) => (Job::List, files_only(a.files), None),
+            Some(Command::Completions { .. } | Command::Man) => {
+                bail!("completions and man are handled before settings")
             }
         };
-        let inputs = if files.is_empty() {
+        let suffix = input
+            .suffix
+            .clone()
+            .unwrap_or_else(|| DEFAULT_SUFFIX.to_string());
+        if suffix.is_empty() || suffix.contains(std::path::is_separator) {
+            bail!("-S/--suffix must be a non-empty name ending, such as .lmz");
+        }
+        let inputs = if input.files.is_empty() {
             vec![Input::Stdin]
         } else {
-            files.into_iter().map(Input::from_arg).collect()
+            input.files.into_iter().map(Input::from_arg).collect()
         };
         if inputs.iter().filter(|i| **i == Input::Stdin).count() > 1 {
             bail!("standard input can be read only once");
@@ -334,8 +372,109 @@ impl Settings {
             inputs,
             verbosity,
             weights,
+            no_progress: cli.talk.no_progress,
+            recursive: input.recursive,
+            suffix,
         })
     }
+}
+
+fn files_only(files: Vec<PathBuf>) -> InputArgs {
+    InputArgs {
+        files,
+        recursive: false,
+        suffix: None,
+    }
+}
+
+/// The compression job of `lmzip compress` and of `lmzip` without a command.
+fn compress_job(a: CompressArgs) -> Result<(Job, InputArgs, Option<PathBuf>)> {
+    let plan = RecipePlan::from_args(&a.model, a.level.level);
+    let weights = match (&a.weights.weights, plan.file_in_text()) {
+        (Some(_), Some(_)) => {
+            bail!("the model file is given twice (--weights and file: in --recipe)")
+        }
+        (w, t) => w.clone().or(t),
+    };
+    if weights.is_none() {
+        // Everything can be checked now.
+        plan.build(None)?;
+    }
+    let n_files = a.input.files.len();
+    let output = output_from(&a.output, n_files)?;
+    one_input_for(&a.weights.save_weights, "--save-weights", n_files)?;
+    one_input_for(&a.size, "--size", n_files)?;
+    one_input_for(&a.stats, "--stats", n_files)?;
+    if a.input.recursive && (a.stats.is_some() || a.weights.save_weights.is_some()) {
+        bail!("--stats and --save-weights take a single input, not -r");
+    }
+    let blocks = match a.blocks.block_size {
+        Some(size) => {
+            for (flag, given) in [
+                ("--size", a.size.is_some()),
+                ("--save-weights", a.weights.save_weights.is_some()),
+                ("--stats", a.stats.is_some()),
+            ] {
+                if given {
+                    bail!("{flag} works on one stream of one model, not with --block-size");
+                }
+            }
+            Some(BlockPlan {
+                size,
+                threads: resolve_threads(a.blocks.threads),
+            })
+        }
+        None => None,
+    };
+    let job = Job::Compress {
+        plan: Box::new(plan),
+        verify: a.verify,
+        output,
+        save_weights: a.weights.save_weights,
+        size: a.size,
+        blocks,
+        stats: a.stats,
+    };
+    Ok((job, a.input, weights))
+}
+
+/// `-T 0` means one thread per core.
+fn resolve_threads(threads: usize) -> usize {
+    if threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        threads
+    }
+}
+
+/// Refuses, with `-d`, `-t` or `-l`, the options that only compression reads.
+fn refuse_compress_only(a: &CompressArgs) -> Result<()> {
+    let m = &a.model;
+    for (flag, given) in [
+        ("--verify", a.verify),
+        ("--size", a.size.is_some()),
+        ("--stats", a.stats.is_some()),
+        ("--block-size", a.blocks.block_size.is_some()),
+        ("--model", m.model.is_some()),
+        ("--recipe", m.recipe.is_some()),
+        ("--hidden", m.hidden.is_some()),
+        ("--layers", m.layers.is_some()),
+        ("--lr", m.lr.is_some()),
+        ("--optimizer", m.optimizer.is_some()),
+        ("--scope", m.scope.is_some()),
+        ("--seed", m.seed.is_some()),
+        ("--bptt", m.bptt.is_some()),
+        ("--stride", m.stride.is_some()),
+        ("--clip", m.clip.is_some()),
+    ] {
+        if given {
+            bail!(
+                "{flag} applies only when compressing (the compressed file holds the model's \
+                 settings)"
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Refuses an option that describes one input when several are given.
@@ -371,22 +510,43 @@ fn output_from(args: &OutputArgs, n_files: usize) -> Result<OutputSettings> {
     })
 }
 
-/// The output name of compressing `path`: `FILE.lmz`.
-pub fn compressed_name(path: &Path) -> PathBuf {
+/// The output name of compressing `path`: `FILE` and the suffix (`FILE.lmz`).
+pub fn compressed_name(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
-    name.push(".lmz");
+    name.push(suffix);
     PathBuf::from(name)
 }
 
-/// The output name of decompressing `path`: the name without its `.lmz` suffix.
-pub fn decompressed_name(path: &Path) -> Result<PathBuf> {
+/// Whether `path`'s file name ends in `suffix` (compared as bytes: a name need not be valid
+/// Unicode).
+pub fn has_suffix(path: &Path, suffix: &str) -> bool {
+    path.file_name()
+        .is_some_and(|n| n.as_encoded_bytes().ends_with(suffix.as_bytes()))
+}
+
+/// The output name of decompressing `path`: the name without its suffix.
+pub fn decompressed_name(path: &Path, suffix: &str) -> Result<PathBuf> {
     let file_name = path.file_name().unwrap_or_default();
-    // Compare bytes, not UTF-8: a name need not be valid Unicode to end in ".lmz".
     let bytes = file_name.as_encoded_bytes();
-    match bytes.strip_suffix(b".lmz") {
-        Some([]) => bail!("has no name before its .lmz suffix (use -o to name the output)"),
-        Some(_) => Ok(path.with_extension("")),
-        None => bail!("has no .lmz suffix (use -o or -c to name the output)"),
+    match bytes.strip_suffix(suffix.as_bytes()) {
+        Some([]) => bail!("has no name before its {suffix} suffix (use -o to name the output)"),
+        Some(stem) => Ok(path.with_file_name(name_from_bytes(stem)?)),
+        None => bail!("has no {suffix} suffix (use -o or -c to name the output)"),
+    }
+}
+
+/// A file name from its bytes (a prefix of another name's bytes).
+#[cfg(unix)]
+fn name_from_bytes(bytes: &[u8]) -> Result<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStrExt;
+    Ok(std::ffi::OsStr::from_bytes(bytes).to_owned())
+}
+
+#[cfg(not(unix))]
+fn name_from_bytes(bytes: &[u8]) -> Result<std::ffi::OsString> {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => Ok(s.into()),
+        Err(_) => bail!("has a name that is not valid Unicode (use -o to name the output)"),
     }
 }
 
@@ -396,7 +556,8 @@ mod tests {
     use clap::Parser;
 
     fn settings(args: &[&str]) -> Result<Settings> {
-        let cli = Cli::try_parse_from(std::iter::once("lmzip").chain(args.iter().copied()))?;
+        let args = std::iter::once("lmzip").chain(args.iter().copied());
+        let cli = Cli::try_parse_from(super::super::argv::prepare(args.map(Into::into).collect()))?;
         Settings::from_cli(cli)
     }
 
@@ -495,9 +656,14 @@ mod tests {
             &["compress", "-o", "x", "a", "b"],
             &["decompress", "-o", "", "a"],
             &["compress", "-", "-"],
-            &["info", "-"],
-            &["compress", "-1", "-2"],
+            &["info", "-", "-"],
             &["compress", "--level", "10"],
+            &["-d", "--hidden", "16"],
+            &["-t", "--block-size", "1K"],
+            &["compress", "-S", ""],
+            &["compress", "-S", "a/b"],
+            &["compress", "--block-size", "1K", "--size", "9"],
+            &["compress", "--stats", "s.tsv", "a", "b"],
             &["compress", "--recipe", "cfg:hiden=3"],
             &["compress", "--model", "rwkv7", "--recipe", "mamba1"],
             &["compress", "--recipe", "0..:infer", "--lr", "0.1"],
@@ -523,20 +689,32 @@ mod tests {
 
     #[test]
     fn names_are_derived_and_checked() {
+        let lmz = DEFAULT_SUFFIX;
         assert_eq!(
-            compressed_name(Path::new("d/a.txt")),
+            compressed_name(Path::new("d/a.txt"), lmz),
             Path::new("d/a.txt.lmz")
         );
         assert_eq!(
-            decompressed_name(Path::new("d/a.txt.lmz")).unwrap(),
+            decompressed_name(Path::new("d/a.txt.lmz"), lmz).unwrap(),
             Path::new("d/a.txt")
         );
         assert_eq!(
-            decompressed_name(Path::new("a.lmz")).unwrap(),
+            decompressed_name(Path::new("a.lmz"), lmz).unwrap(),
             Path::new("a")
         );
-        assert!(decompressed_name(Path::new("d/.lmz")).is_err());
-        assert!(decompressed_name(Path::new("a.txt")).is_err());
-        assert!(decompressed_name(Path::new("a.LMZ")).is_err());
+        assert!(decompressed_name(Path::new("d/.lmz"), lmz).is_err());
+        assert!(decompressed_name(Path::new("a.txt"), lmz).is_err());
+        assert!(decompressed_name(Path::new("a.LMZ"), lmz).is_err());
+        // Another suffix, with more than one dot.
+        assert_eq!(
+            compressed_name(Path::new("a.tar"), ".nn.z"),
+            Path::new("a.tar.nn.z")
+        );
+        assert_eq!(
+            decompressed_name(Path::new("d/a.tar.nn.z"), ".nn.z").unwrap(),
+            Path::new("d/a.tar")
+        );
+        assert!(has_suffix(Path::new("d/x.lmz"), lmz));
+        assert!(!has_suffix(Path::new("d.lmz/x"), lmz));
     }
 }
