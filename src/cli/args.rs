@@ -312,8 +312,8 @@ pub struct ModelArgs {
 
 // The recipe owns the names of models; the parser only adapts its errors.
 
-/// The lowest and highest level.
-pub const LEVELS: std::ops::RangeInclusive<u8> = 1..=9;
+/// The levels of src/levels.rs.
+const LEVELS: std::ops::RangeInclusive<u8> = 1..=crate::levels::MAX_LEVEL;
 
 fn parse_level(text: &str) -> Result<u8, String> {
     let out_of_range = || {

@@ -306,11 +306,10 @@ impl Settings {
         };
         let (job, input, weights) = match cli.command {
             None => {
+                // With -d, -t or -l the compression options are ignored, as zstd ignores a
+                // level: `tar -I 'lmzip -3 --hidden 64'` then works both ways.
                 let mode = &cli.mode;
                 let a = cli.top;
-                if mode.decompress || mode.test || mode.list {
-                    refuse_compress_only(&a)?;
-                }
                 if mode.decompress {
                     let output = output_from(&a.output, a.input.files.len())?;
                     one_input_for(
@@ -445,36 +444,6 @@ fn resolve_threads(threads: usize) -> usize {
     } else {
         threads
     }
-}
-
-/// Refuses, with `-d`, `-t` or `-l`, the options that only compression reads.
-fn refuse_compress_only(a: &CompressArgs) -> Result<()> {
-    let m = &a.model;
-    for (flag, given) in [
-        ("--verify", a.verify),
-        ("--size", a.size.is_some()),
-        ("--stats", a.stats.is_some()),
-        ("--block-size", a.blocks.block_size.is_some()),
-        ("--model", m.model.is_some()),
-        ("--recipe", m.recipe.is_some()),
-        ("--hidden", m.hidden.is_some()),
-        ("--layers", m.layers.is_some()),
-        ("--lr", m.lr.is_some()),
-        ("--optimizer", m.optimizer.is_some()),
-        ("--scope", m.scope.is_some()),
-        ("--seed", m.seed.is_some()),
-        ("--bptt", m.bptt.is_some()),
-        ("--stride", m.stride.is_some()),
-        ("--clip", m.clip.is_some()),
-    ] {
-        if given {
-            bail!(
-                "{flag} applies only when compressing (the compressed file holds the model's \
-                 settings)"
-            );
-        }
-    }
-    Ok(())
 }
 
 /// Refuses an option that describes one input when several are given.
@@ -658,8 +627,6 @@ mod tests {
             &["compress", "-", "-"],
             &["info", "-", "-"],
             &["compress", "--level", "10"],
-            &["-d", "--hidden", "16"],
-            &["-t", "--block-size", "1K"],
             &["compress", "-S", ""],
             &["compress", "-S", "a/b"],
             &["compress", "--block-size", "1K", "--size", "9"],
