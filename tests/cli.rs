@@ -637,13 +637,15 @@ fn usage_errors_exit_2_and_touch_nothing() {
         &["compress", "--recipe", "0..:fly", "u"],
         &["compress", "--save-weights", "m", "u", "w"],
         &["info"],
-        &["frobnicate", "u"],
     ] {
         let out = run(d, args, None);
         assert_eq!(code(&out), 2, "{args:?}: {}", stderr(&out));
         assert!(!stderr(&out).is_empty(), "{args:?}: says why");
     }
     assert_eq!(listing(d), names(&["u", "w"]));
+    // Without a command, words are files to compress, as with gzip: a misspelled command is a
+    // missing file.
+    assert_fails_with(&run(d, &["frobnicate"], None), "frobnicate: cannot open");
     // Usage errors and runtime errors share one prefix.
     let out = run(d, &["compress", "--no-such-flag", "u"], None);
     assert!(stderr(&out).starts_with("lmzip: "), "{}", stderr(&out));
