@@ -616,6 +616,23 @@ mod tests {
     }
 
     #[test]
+    fn a_recipe_takes_what_it_leaves_out_from_the_level() {
+        let r = recipe(&["compress", "-3", "--recipe", "0..:train(lr=0.001)"]).unwrap();
+        let level = levels::recipe(DEFAULT_MODEL, 3);
+        let (Some(Action::Train(t)), Some(Action::Train(l))) =
+            (r.actions().next(), level.actions().next())
+        else {
+            panic!("both train");
+        };
+        assert_eq!(t.lr, 0.001);
+        assert_eq!(
+            (t.bptt, t.stride, t.optimizer),
+            (l.bptt, l.stride, l.optimizer)
+        );
+        assert_eq!(l.bptt, 16, "the level's window, not one-step training");
+    }
+
+    #[test]
     fn bad_settings_are_refused() {
         for args in [
             &["compress", "--bptt", "0"][..],

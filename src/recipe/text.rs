@@ -152,12 +152,18 @@ pub fn parse_complete(text: &str) -> Result<Recipe, RecipeError> {
 impl Recipe {
     /// Applies a recipe text onto this recipe (the level's): a base in the text replaces the
     /// base (`cfg:` keys edit this recipe's sizes; keys left out keep their values), rules
-    /// replace the schedule, and `train` keys left out take their defaults
-    /// ([`TrainSpec::defaults`]). `file` is the loaded model file's base when the text (or the
-    /// caller) names one.
+    /// replace the schedule, and `train` keys left out take the values of this recipe's first
+    /// `train` (the level's window and rate), or [`TrainSpec::defaults`] when it has none.
+    /// `file` is the loaded model file's base when the text (or the caller) names one.
     pub fn edit(&self, text: &str, file: Option<&Base>) -> Result<Recipe, RecipeError> {
         let kind = file.map_or(self.kind(), |b| b.config().kind());
-        let p = Parser::new(text, false);
+        let mut p = Parser::new(text, false);
+        if kind == self.kind() {
+            p.train_defaults = self.actions().find_map(|a| match a {
+                Action::Train(t) => Some(*t),
+                _ => None,
+            });
+        }
         let frag = p.parse(declared_kind(text).unwrap_or(kind))?;
         if let Some((named, loc)) = frag.kind
             && named != kind
@@ -370,6 +376,9 @@ struct Parser<'a> {
     text: &'a str,
     /// Complete recipes must give every key.
     strict: bool,
+    /// What `train` keys left out take: the level's training when a recipe edits a level,
+    /// else [`TrainSpec::defaults`].
+    train_defaults: Option<TrainSpec>,
 }
 
 /// A cursor over the text.
@@ -419,7 +428,11 @@ impl<'a> Cursor<'a> {
 
 impl<'a> Parser<'a> {
     fn new(text: &'a str, strict: bool) -> Self {
-        Parser { text, strict }
+        Parser {
+            text,
+            strict,
+            train_defaults: None,
+        }
     }
 
     fn error(&self, at: usize, len: usize, message: String) -> RecipeError {
@@ -786,7 +799,10 @@ impl<'a> Parser<'a> {
         kind: ModelKind,
         at: usize,
     ) -> Result<TrainSpec, RecipeError> {
-        let mut spec = TrainSpec::defaults(kind);
+        let defaults = self
+            .train_defaults
+            .unwrap_or_else(|| TrainSpec::defaults(kind));
+        let mut spec = defaults;
         let mut stride = None;
         let mut given: Vec<&str> = Vec::new();
         if c.eat("(") {
@@ -858,8 +874,13 @@ impl<'a> Parser<'a> {
                 ));
             }
         }
-        // Contiguous segments unless a stride says otherwise.
-        spec.stride = stride.unwrap_or(spec.bptt);
+        // Without a stride, contiguous segments stay contiguous and a stride with gaps keeps
+        // its gaps (as the --bptt knob does).
+        spec.stride = stride.unwrap_or(if defaults.stride == defaults.bptt {
+            spec.bptt
+        } else {
+            defaults.stride.max(spec.bptt)
+        });
         spec.validate(kind)
             .map_err(|e| self.error(loc.0, loc.1, e.to_string()))?;
         Ok(spec)
@@ -968,9 +989,34 @@ mod tests {
         assert_eq!(
             r.to_text(),
             "mamba1 cfg:hidden=32,layers=3,intermediate=64,state=16,conv=4,dt_rank=8,seed=9 \
-             0..64K:train(scope=all,opt=sgd,lr=0.05,stride=1,bptt=1,clip=0) 64K..90%:infer \
-             90%..:repeat(1K:train(scope=head+bias,opt=adam,lr=0.002,stride=16,bptt=8,clip=0),\
+             0..64K:train(scope=all,opt=sgd,lr=0.05,stride=16,bptt=16,clip=0) 64K..90%:infer \
+             90%..:repeat(1K:train(scope=head+bias,opt=adam,lr=0.0005,stride=16,bptt=8,clip=0),\
              3K:infer)"
+        );
+        // Keys left out come from the template's training; a template without any takes the
+        // defaults of a bare train.
+        let bare = mamba()
+            .edit("0..:infer", None)
+            .unwrap()
+            .edit("0..:train(lr=0.01)", None)
+            .unwrap();
+        assert_eq!(
+            bare.to_text()
+                .split_once(' ')
+                .unwrap()
+                .1
+                .split_once(' ')
+                .unwrap()
+                .1,
+            "0..:train(scope=all,opt=adam,lr=0.01,stride=1,bptt=1,clip=0)"
+        );
+        // A window given alone keeps segments contiguous, or keeps the template's gaps.
+        let gappy = mamba().edit("0..:train(bptt=4,stride=64)", None).unwrap();
+        let edited = gappy.edit("0..:train(bptt=8)", None).unwrap();
+        assert!(
+            edited.to_text().ends_with("stride=64,bptt=8,clip=0)"),
+            "{}",
+            edited.to_text()
         );
         assert_eq!(Recipe::parse(&r.to_text()).unwrap(), r);
         // Rules alone keep the base; a base alone keeps the schedule.
