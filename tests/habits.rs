@@ -363,3 +363,75 @@ fn stats_write_a_learning_curve() {
         stderr(&out)
     );
 }
+
+#[test]
+fn small_things_of_the_command_line() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    // decompress --help describes -f for decompression.
+    let help =
+        String::from_utf8_lossy(&ok(run(d, &["decompress", "--help"], b"")).stdout).into_owned();
+    let force = help.lines().find(|l| l.contains("--force")).unwrap();
+    assert!(!force.contains("suffix"), "{force}");
+    assert!(
+        force.contains("read compressed data from a terminal"),
+        "{force}"
+    );
+    // Errors name the target, never the temporary file.
+    fs::write(d.join("f"), b"data").unwrap();
+    let out = tiny(d, &["-o", "no/such/dir/f.lmz", "f"], b"");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!stderr(&out).contains(".tmp"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("cannot create a temporary file in no/such/dir"));
+    // scripts/priming.sh needs the corpus folder and says so.
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/priming.sh");
+    let out = std::process::Command::new(&script).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("usage: scripts/priming.sh CORPUS_DIR"));
+    let out = std::process::Command::new(&script)
+        .arg(d.join("nothing"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("no such file"), "{}", stderr(&out));
+}
+
+/// The progress bar's bits per byte count the container, as the summary line does.
+#[test]
+fn progress_counts_the_container() {
+    let recipe = lmzip::recipe::Recipe::default_for(lmzip::recipe::ModelKind::Mamba1)
+        .edit("cfg:hidden=16,layers=1", None)
+        .unwrap();
+    let data = text(3000);
+    let mut last = lmzip::codec::Progress::default();
+    let mut lmz = Vec::new();
+    lmzip::codec::compress(
+        &recipe,
+        &lmzip::codec::Options::default(),
+        &data[..],
+        &mut lmz,
+        &mut |p| {
+            last = p;
+            Ok(())
+        },
+    )
+    .unwrap();
+    let estimate = last.stream_bits_per_byte() * data.len() as f64 / 8.0;
+    assert!(
+        (estimate - lmz.len() as f64).abs() < 12.0,
+        "{estimate} bytes estimated, {} written",
+        lmz.len()
+    );
+    let mut decoded_last = lmzip::codec::Progress::default();
+    lmzip::codec::decompress(
+        &lmzip::codec::Options::default(),
+        &lmz[..],
+        std::io::sink(),
+        &mut |p| {
+            decoded_last = p;
+            Ok(())
+        },
+    )
+    .unwrap();
+    assert_eq!(decoded_last.container_bytes, last.container_bytes);
+}

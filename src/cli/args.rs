@@ -88,7 +88,13 @@ pub enum Command {
     Compress(CompressArgs),
 
     /// Decompress FILE.lmz to FILE (or standard input to standard output)
-    #[command(visible_alias = "d", args_override_self = true)]
+    #[command(
+        visible_alias = "d",
+        args_override_self = true,
+        mut_arg("force", |a| a.help(
+            "Overwrite existing files; follow symbolic links; read compressed data from a terminal"
+        ))
+    )]
     Decompress(DecompressArgs),
 
     /// Decode FILEs and check their checksums, writing nothing
