@@ -53,8 +53,8 @@ fn text(n: usize, seed: usize) -> Vec<u8> {
     let mut i = seed;
     while t.len() < n {
         t.extend_from_slice(words[i % words.len()].as_bytes());
-        t.push(if i % 11 == 0 { b'\n' } else { b' ' });
-        i = i * 7 + 3;
+        t.push(if i.is_multiple_of(11) { b'\n' } else { b' ' });
+        i = i.wrapping_mul(7).wrapping_add(3);
     }
     t.truncate(n);
     t
