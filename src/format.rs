@@ -91,15 +91,17 @@ impl std::error::Error for FormatError {}
 
 /// Which builds decode files of a numerics version (docs/determinism.md keeps the history).
 pub fn which_release_decodes(numerics: u8) -> String {
-    match numerics {
-        1 => "version 1 files decode with lmzip builds before the numerics change of \
-              docs/determinism.md (lmzip 0.1.0 at numerics version 1); re-compress them from \
-              the original data"
-            .to_string(),
-        v if v > NUMERICS_VERSION => {
-            format!("a newer lmzip build, at numerics version {v}, decodes it")
-        }
-        v => format!("no released build decodes numerics version {v}"),
+    let history = "docs/determinism.md, \"Numerics versions\"";
+    if numerics < NUMERICS_VERSION {
+        format!(
+            "an earlier lmzip build, one whose `lmzip --version` shows numerics version \
+             {numerics}, decodes it; see {history}"
+        )
+    } else {
+        format!(
+            "a newer lmzip build, one whose `lmzip --version` shows numerics version \
+             {numerics}, decodes it"
+        )
     }
 }
 
@@ -471,6 +473,44 @@ mod tests {
         let mut longer = f.clone();
         longer.push(0);
         assert!(scan(&mut io::Cursor::new(&longer)).is_err());
+    }
+
+    #[test]
+    fn members_follow_one_another_and_junk_after_one_is_refused() {
+        let f = sample();
+        let two = [&f[..], &f[..]].concat();
+        let layouts = scan_members(&mut io::Cursor::new(&two)).unwrap();
+        assert_eq!(layouts.len(), 2);
+        assert_eq!(layouts[1].stream_len, f.len() as u64);
+        assert!(
+            scan(&mut io::Cursor::new(&two)).is_err(),
+            "scan takes one member"
+        );
+        let mut r = &two[f.len()..];
+        assert!(read_next_header(&mut r).unwrap().is_some());
+        assert!(read_next_header(&mut &[][..]).unwrap().is_none());
+        for junk in [&b"L"[..], b"LMZ", b"\0\0\0\0", b"LMZ\x1b"] {
+            let err = scan_members(&mut io::Cursor::new([&f[..], junk].concat())).unwrap_err();
+            assert!(format!("{err:#}").starts_with("member 2: "), "{err:#}");
+        }
+    }
+
+    #[test]
+    fn a_foreign_numerics_version_names_the_build_that_decodes_it() {
+        let old = FormatError::NumericsMismatch {
+            file: NUMERICS_VERSION - 1,
+            build: NUMERICS_VERSION,
+        }
+        .to_string();
+        assert!(
+            old.contains(&format!(
+                "`lmzip --version` shows numerics version {}",
+                NUMERICS_VERSION - 1
+            )),
+            "{old}"
+        );
+        let new = which_release_decodes(NUMERICS_VERSION + 1);
+        assert!(new.starts_with("a newer lmzip build"), "{new}");
     }
 
     #[test]

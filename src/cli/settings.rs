@@ -207,7 +207,7 @@ impl RecipePlan {
         let template = levels::recipe(kind, self.level);
         let mut recipe = match (&self.text, file_base) {
             (Some(text), file) => template
-                .edit(text, file.as_ref())
+                .edit_from_level(text, file.as_ref())
                 .map_err(anyhow::Error::new)
                 .context("--recipe")?,
             (None, Some(file)) => Recipe {
@@ -549,7 +549,7 @@ mod tests {
         ])
         .unwrap();
         let expected = Recipe::default_for(DEFAULT_MODEL)
-            .edit("cfg:hidden=16,layers=1 0..:train(lr=0.01,bptt=16)", None)
+            .edit_from_level("cfg:hidden=16,layers=1 0..:train(lr=0.01,bptt=16)", None)
             .unwrap();
         assert_eq!(r, expected);
     }
@@ -569,19 +569,19 @@ mod tests {
             (
                 &["compress", "-2", "--recipe", "0..50%:train() 50%..:infer"],
                 levels::recipe(DEFAULT_MODEL, 2)
-                    .edit("0..50%:train() 50%..:infer", None)
+                    .edit_from_level("0..50%:train() 50%..:infer", None)
                     .unwrap(),
             ),
             (
                 &["compress", "--recipe", "rwkv7 cfg:layers=1", "--lr", "0.01"],
                 levels::recipe(ModelKind::Rwkv7, levels::DEFAULT_LEVEL)
-                    .edit("cfg:layers=1 0..:train(lr=0.01,bptt=16)", None)
+                    .edit_from_level("cfg:layers=1 0..:train(lr=0.01,bptt=16)", None)
                     .unwrap(),
             ),
             (
                 &["compress", "--optimizer", "none"],
                 Recipe::default_for(DEFAULT_MODEL)
-                    .edit("0..:infer", None)
+                    .edit_from_level("0..:infer", None)
                     .unwrap(),
             ),
             (
@@ -593,13 +593,13 @@ mod tests {
                     "2",
                 ],
                 Recipe::default_for(DEFAULT_MODEL)
-                    .edit("0..:train(bptt=2,stride=8)", None)
+                    .edit_from_level("0..:train(bptt=2,stride=8)", None)
                     .unwrap(),
             ),
             (
                 &["compress", "--bptt", "8", "--stride", "32"],
                 levels::recipe(DEFAULT_MODEL, levels::DEFAULT_LEVEL)
-                    .edit("0..:train(lr=0.0005,bptt=8,stride=32)", None)
+                    .edit_from_level("0..:train(lr=0.0005,bptt=8,stride=32)", None)
                     .unwrap(),
             ),
         ] {

@@ -101,10 +101,8 @@ mod tests {
 
     /// The action names of positions `0..n`, one letter each: `i` infer, `t` train.
     fn letters(rules: &str, n: u64) -> String {
-        // Onto a template without training, a bare `train` is one-step (`bptt=1`).
         let r = Recipe::default_for(ModelKind::Mamba1)
-            .edit("0..:infer", None)
-            .and_then(|r| r.edit(rules, None))
+            .edit(rules, None)
             .unwrap();
         let s = Schedule::new(&r.schedule).unwrap();
         let mut out = String::new();

@@ -152,13 +152,29 @@ pub fn parse_complete(text: &str) -> Result<Recipe, RecipeError> {
 impl Recipe {
     /// Applies a recipe text onto this recipe (the level's): a base in the text replaces the
     /// base (`cfg:` keys edit this recipe's sizes; keys left out keep their values), rules
-    /// replace the schedule, and `train` keys left out take the values of this recipe's first
-    /// `train` (the level's window and rate), or [`TrainSpec::defaults`] when it has none.
-    /// `file` is the loaded model file's base when the text (or the caller) names one.
+    /// replace the schedule, and `train` keys left out take their defaults
+    /// ([`TrainSpec::defaults`]). `file` is the loaded model file's base when the text (or the
+    /// caller) names one.
     pub fn edit(&self, text: &str, file: Option<&Base>) -> Result<Recipe, RecipeError> {
+        self.edit_with(text, file, false)
+    }
+
+    /// [`Recipe::edit`], except that `train` keys left out take the values of this recipe's
+    /// first `train` (a level's window and rate), as `--recipe` promises; the defaults only
+    /// when it has none.
+    pub fn edit_from_level(&self, text: &str, file: Option<&Base>) -> Result<Recipe, RecipeError> {
+        self.edit_with(text, file, true)
+    }
+
+    fn edit_with(
+        &self,
+        text: &str,
+        file: Option<&Base>,
+        keys_from_self: bool,
+    ) -> Result<Recipe, RecipeError> {
         let kind = file.map_or(self.kind(), |b| b.config().kind());
         let mut p = Parser::new(text, false);
-        if kind == self.kind() {
+        if keys_from_self && kind == self.kind() {
             p.train_defaults = self.actions().find_map(|a| match a {
                 Action::Train(t) => Some(*t),
                 _ => None,
@@ -989,16 +1005,24 @@ mod tests {
         assert_eq!(
             r.to_text(),
             "mamba1 cfg:hidden=32,layers=3,intermediate=64,state=16,conv=4,dt_rank=8,seed=9 \
-             0..64K:train(scope=all,opt=sgd,lr=0.05,stride=16,bptt=16,clip=0) 64K..90%:infer \
-             90%..:repeat(1K:train(scope=head+bias,opt=adam,lr=0.0005,stride=16,bptt=8,clip=0),\
+             0..64K:train(scope=all,opt=sgd,lr=0.05,stride=1,bptt=1,clip=0) 64K..90%:infer \
+             90%..:repeat(1K:train(scope=head+bias,opt=adam,lr=0.002,stride=16,bptt=8,clip=0),\
              3K:infer)"
         );
-        // Keys left out come from the template's training; a template without any takes the
-        // defaults of a bare train.
+        // From a level, keys left out come from the level's training; a template without any
+        // takes the defaults of a bare train.
+        let from_level = mamba().edit_from_level("0..:train(opt=sgd)", None).unwrap();
+        assert!(
+            from_level
+                .to_text()
+                .ends_with("0..:train(scope=all,opt=sgd,lr=0.0005,stride=16,bptt=16,clip=0)"),
+            "{}",
+            from_level.to_text()
+        );
         let bare = mamba()
             .edit("0..:infer", None)
             .unwrap()
-            .edit("0..:train(lr=0.01)", None)
+            .edit_from_level("0..:train(lr=0.01)", None)
             .unwrap();
         assert_eq!(
             bare.to_text()
@@ -1012,7 +1036,7 @@ mod tests {
         );
         // A window given alone keeps segments contiguous, or keeps the template's gaps.
         let gappy = mamba().edit("0..:train(bptt=4,stride=64)", None).unwrap();
-        let edited = gappy.edit("0..:train(bptt=8)", None).unwrap();
+        let edited = gappy.edit_from_level("0..:train(bptt=8)", None).unwrap();
         assert!(
             edited.to_text().ends_with("stride=64,bptt=8,clip=0)"),
             "{}",
