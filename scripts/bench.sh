@@ -10,6 +10,10 @@
 #   COMPARE=0             measure lmzip alone (for level tables)
 #   ROUNDTRIP=0           skip lmzip's decompression and its check (for slow level sweeps;
 #                         the other compressors are always checked)
+#   LEVELS="1 3 5"        measure lmzip at each of these levels (with LMZIP_ARGS added)
+#   OUT=dir               also write dir/bench.md (the table), dir/bench.tsv (compressor, file,
+#                         bpb, compress KB/s) and dir/bench.svg (bits per byte against compression
+#                         speed, one point per compressor and file; needs gnuplot)
 #
 # gzip -9, bzip2 -9, xz -9e and zstd --ultra -22 are measured where installed.
 
@@ -109,6 +113,7 @@ quote() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
 lmzip_q=$(quote "$LMZIP")
 lmzip_name="lmzip${LMZIP_ARGS:+ $LMZIP_ARGS}"
 
+table() {
 echo "| file | compressor | input bytes | output bytes | bpb | compress KB/s | decompress KB/s | peak MB | round trip |"
 echo "|---|---|---:|---:|---:|---:|---:|---:|---|"
 for file in "$@"; do
@@ -117,9 +122,16 @@ for file in "$@"; do
         continue
     fi
     # LMZIP_ARGS is split into words on purpose, as a shell would split it.
-    measure "$file" "$lmzip_name" \
-        "$lmzip_q compress -q $LMZIP_ARGS" "$lmzip_q decompress -q" \
-        "$([ "${ROUNDTRIP:-1}" = 0 ] && echo nocheck || echo check)"
+    for level in ${LEVELS:-default}; do
+        if [ "$level" = default ]; then
+            level_args=$LMZIP_ARGS name=$lmzip_name
+        else
+            level_args="-$level $LMZIP_ARGS" name="lmzip -$level${LMZIP_ARGS:+ $LMZIP_ARGS}"
+        fi
+        measure "$file" "$name" \
+            "$lmzip_q compress -q $level_args" "$lmzip_q decompress -q" \
+            "$([ "${ROUNDTRIP:-1}" = 0 ] && echo nocheck || echo check)"
+    done
     [ "${COMPARE:-1}" = 0 ] && continue
     command -v gzip >/dev/null && measure "$file" "gzip -9" "gzip -9 -c" "gzip -d -c"
     command -v bzip2 >/dev/null && measure "$file" "bzip2 -9" "bzip2 -9 -c" "bzip2 -d -c"
@@ -127,3 +139,33 @@ for file in "$@"; do
     command -v zstd >/dev/null && measure "$file" "zstd --ultra -22" \
         "zstd -q --ultra -22 -c" "zstd -q -d -c"
 done
+}
+
+if [ -z "${OUT:-}" ]; then
+    table "$@"
+    exit 0
+fi
+mkdir -p "$OUT"
+table "$@" | tee "$OUT/bench.md"
+# compressor, file, bpb, compress KB/s of every measured row.
+awk -F'|' 'NR > 2 && $6 ~ /[0-9]/ && $7 ~ /[0-9]/ {
+    gsub(/^ +| +$/, "", $2); gsub(/^ +| +$/, "", $3); gsub(/ /, "", $6); gsub(/ /, "", $7)
+    printf "%s\t%s\t%s\t%s\n", $3, $2, $6, $7 }' "$OUT/bench.md" > "$OUT/bench.tsv"
+if ! command -v gnuplot > /dev/null; then
+    echo "$0: gnuplot is not installed (Debian/Ubuntu: apt-get install gnuplot-nox); $OUT/bench.svg not drawn" >&2
+    exit 0
+fi
+gnuplot <<GNUPLOT
+set terminal svg size 800,520 dynamic enhanced font 'sans,12' background rgb 'white'
+set output '$OUT/bench.svg'
+set title 'bits per byte against compression speed'
+set datafile separator tab
+set logscale x
+set grid
+set key off
+set xlabel 'compression speed (KB/s, log scale)'
+set ylabel 'bits per byte (lower is better)'
+plot '$OUT/bench.tsv' using 4:3 with points pt 7 ps 1, \\
+     '' using 4:3:(sprintf('%s (%s)', stringcolumn(1), stringcolumn(2))) with labels offset 0,1 font ',9'
+GNUPLOT
+echo "$0: wrote $OUT/bench.md, $OUT/bench.tsv and $OUT/bench.svg" >&2

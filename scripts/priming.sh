@@ -2,8 +2,8 @@
 # Measures priming on the corpus: compress a prefix of one file saving the model, then a prefix of
 # a related file both fresh and starting from that model, and print the sizes.
 #
-# Usage: scripts/priming.sh [PRIME_BYTES [TARGET_BYTES]]
-#   CORPUS=dir         corpus folder (default: ../shared/corpus beside the repository)
+# Usage: scripts/priming.sh CORPUS_DIR [PRIME_BYTES [TARGET_BYTES]]
+#   CORPUS_DIR         corpus folder holding PRIME and TARGET (e.g. ../shared/corpus)
 #   PRIME=file         file that trains the model (default: calgary/book1)
 #   TARGET=file        file compressed with it (default: calgary/book2)
 #   LMZIP=path         binary (default: the release build, built if missing)
@@ -14,9 +14,21 @@
 set -eu
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
-CORPUS=${CORPUS:-$repo/../shared/corpus}
+if [ $# -lt 1 ]; then
+    echo "usage: scripts/priming.sh CORPUS_DIR [PRIME_BYTES [TARGET_BYTES]]" >&2
+    echo "  CORPUS_DIR holds the files to measure on (PRIME=calgary/book1, TARGET=calgary/book2 by default)" >&2
+    exit 2
+fi
+CORPUS=$1
+shift
 PRIME=${PRIME:-calgary/book1}
 TARGET=${TARGET:-calgary/book2}
+for f in "$PRIME" "$TARGET"; do
+    if [ ! -f "$CORPUS/$f" ]; then
+        echo "scripts/priming.sh: $CORPUS/$f: no such file (give the corpus folder, or set PRIME/TARGET)" >&2
+        exit 1
+    fi
+done
 prime_bytes=${1:-100000}
 target_bytes=${2:-50000}
 if [ -z "${LMZIP:-}" ]; then

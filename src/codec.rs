@@ -20,11 +20,15 @@ use crate::recipe::Recipe;
 pub struct Progress {
     /// Uncompressed bytes done.
     pub bytes: u64,
-    /// Bits the coder has spent on them (the model's cost; the container adds a few bytes).
+    /// Bits the coder has spent on them (the model's cost).
     pub bits: f64,
+    /// Bytes of the stream besides the coded words: headers, frame lengths and checksums, end
+    /// markers and trailers, counted from the start of each member.
+    pub container_bytes: u64,
 }
 
 impl Progress {
+    /// The model's cost per byte.
     pub fn bits_per_byte(&self) -> f64 {
         if self.bytes == 0 {
             0.0
@@ -32,21 +36,55 @@ impl Progress {
             self.bits / self.bytes as f64
         }
     }
+
+    /// The stream's cost per byte, container included (what the finished file shows).
+    pub fn stream_bits_per_byte(&self) -> f64 {
+        if self.bytes == 0 {
+            0.0
+        } else {
+            (self.bits + 8.0 * self.container_bytes as f64) / self.bytes as f64
+        }
+    }
+}
+
+/// Bytes of a member besides its header and coded words: end marker and trailer.
+const END_BYTES: u64 = 16;
+/// Bytes of a frame besides its coded words: two lengths and a CRC32.
+const FRAME_OVERHEAD_BYTES: u64 = 12;
+
+/// Bytes of a header holding a recipe of `recipe_len` bytes.
+fn header_bytes(recipe_len: usize) -> u64 {
+    16 + recipe_len as u64
 }
 
 /// Bytes between progress reports.
 pub const PROGRESS_EVERY: u64 = 4096;
 
+/// One member of a decoded stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Member {
+    /// Bytes it decoded to.
+    pub raw_bytes: u64,
+    /// Its length in the stream, header to trailer.
+    pub lmz_bytes: u64,
+    /// Whether its recipe starts from a model file.
+    pub starts_from_file: bool,
+}
+
 /// What a finished run did.
 #[derive(Clone, Debug)]
 pub struct Summary {
+    /// The recipe (of the first member, when a stream has several).
     pub recipe: Recipe,
     /// Uncompressed length.
     pub raw_bytes: u64,
     /// Length of the `.lmz` stream.
     pub lmz_bytes: u64,
-    /// The model the run ended with, as a model file, when [`Options::save_model`] asked for it.
+    /// The model the run ended with (of the last member), as a model file, when
+    /// [`Options::save_model`] asked for it.
     pub model: Option<Vec<u8>>,
+    /// Decompression: every member of the stream, in order (compression writes one).
+    pub members: Vec<Member>,
 }
 
 /// What a run starts from and keeps besides the stream.
@@ -177,12 +215,16 @@ pub fn compress(
     let mut quantized = QuantizedPdf::new();
     let mut buf = vec![0u8; FRAME_MAX];
     let mut crc = crc32fast::Hasher::new();
-    let mut progress = Progress::default();
+    let mut progress = Progress {
+        container_bytes: header_bytes(text.len()) + END_BYTES,
+        ..Progress::default()
+    };
     loop {
         let n = read_full(&mut input, &mut buf).context("cannot read input")?;
         if n == 0 {
             break;
         }
+        progress.container_bytes += FRAME_OVERHEAD_BYTES;
         crc.update(&buf[..n]);
         let mut enc = Encoder::new();
         code_frame(
@@ -212,6 +254,11 @@ pub fn compress(
         raw_bytes: progress.bytes,
         lmz_bytes: out.count,
         model,
+        members: vec![Member {
+            raw_bytes: progress.bytes,
+            lmz_bytes: out.count,
+            starts_from_file: matches!(recipe.base, crate::recipe::Base::File { .. }),
+        }],
     })
 }
 
@@ -222,9 +269,10 @@ fn saved_model(predictor: &dyn BytePredictor, options: &Options<'_>) -> Result<O
         .transpose()
 }
 
-/// Decompresses one `.lmz` stream from `input` into `output`, checking length and CRC32.
-/// Output is written frame by frame; on error, what was written must be discarded (the CLI
-/// writes to a temporary file and removes it).
+/// Decompresses a `.lmz` stream — one member or several, one after another — from `input` into
+/// `output`, checking every member's length and CRC32. Output is written frame by frame; on
+/// error, what was written must be discarded (the CLI writes to a temporary file and removes
+/// it). An error in a member after the first names it (counted from 1).
 pub fn decompress(
     options: &Options<'_>,
     input: impl Read,
@@ -236,16 +284,78 @@ pub fn decompress(
         count: 0,
     };
     let mut output = output;
-    let header = format::read_header(&mut input)?;
+    let mut progress = Progress::default();
+    let mut members: Vec<Member> = Vec::new();
+    let mut first: Option<Recipe> = None;
+    let mut model = None;
+    loop {
+        let number = members.len() + 1;
+        let start = (input.count, progress.bytes);
+        let decoded = if number == 1 {
+            let header = format::read_header(&mut input)?;
+            decompress_member(
+                options,
+                header,
+                &mut input,
+                &mut output,
+                &mut progress,
+                report,
+            )?
+        } else {
+            let in_member = || format!("member {number} (at byte {})", start.0);
+            let Some(header) = format::read_next_header(&mut input).with_context(in_member)? else {
+                break;
+            };
+            decompress_member(
+                options,
+                header,
+                &mut input,
+                &mut output,
+                &mut progress,
+                report,
+            )
+            .with_context(in_member)?
+        };
+        let (recipe, member_model) = decoded;
+        members.push(Member {
+            raw_bytes: progress.bytes - start.1,
+            lmz_bytes: input.count - start.0,
+            starts_from_file: matches!(recipe.base, crate::recipe::Base::File { .. }),
+        });
+        first.get_or_insert(recipe);
+        model = member_model;
+    }
+    output.flush().context("cannot write output")?;
+    Ok(Summary {
+        recipe: first.expect("the first member is decoded or its error returned"),
+        raw_bytes: progress.bytes,
+        lmz_bytes: input.count,
+        model,
+        members,
+    })
+}
+
+/// Decodes one member whose header is read: its frames into `output`, then its trailer's
+/// checks. Returns the member's recipe and, when asked for, the model it ended with.
+fn decompress_member(
+    options: &Options<'_>,
+    header: format::Header,
+    input: &mut impl Read,
+    output: &mut impl Write,
+    progress: &mut Progress,
+    report: ProgressFn<'_>,
+) -> Result<(Recipe, Option<Vec<u8>>)> {
     format::check_numerics(&header)?;
     let recipe = read_recipe(&header)?;
     let mut predictor = predictor::build(&recipe, options.weights)?;
     let mut quantized = QuantizedPdf::new();
     let mut buf = vec![0u8; FRAME_MAX];
     let mut crc = crc32fast::Hasher::new();
-    let mut progress = Progress::default();
+    let member_start = progress.bytes;
+    progress.container_bytes += header_bytes(header.recipe.len()) + END_BYTES;
     let mut index = 0u64;
-    while let Some(frame) = format::read_frame(&mut input, index)? {
+    while let Some(frame) = format::read_frame(input, index)? {
+        progress.container_bytes += FRAME_OVERHEAD_BYTES;
         let mut dec = Decoder::new(frame.words).map_err(|e| FormatError::BadFrame {
             index,
             why: format!("{e:#}"),
@@ -256,20 +366,21 @@ pub fn decompress(
             &mut quantized,
             Direction::Decode(&mut dec),
             bytes,
-            &mut progress,
+            progress,
             report,
         )
         .with_context(|| format!("in frame {index}"))?;
         crc.update(bytes);
         output.write_all(bytes).context("cannot write output")?;
-        report(progress)?;
+        report(*progress)?;
         index += 1;
     }
-    let trailer = format::read_trailer(&mut input)?;
-    if trailer.total_len != progress.bytes {
+    let trailer = format::read_trailer(input)?;
+    let decoded = progress.bytes - member_start;
+    if trailer.total_len != decoded {
         return Err(FormatError::LengthMismatch {
             trailer: trailer.total_len,
-            decoded: progress.bytes,
+            decoded,
         }
         .into());
     }
@@ -281,14 +392,8 @@ pub fn decompress(
         }
         .into());
     }
-    output.flush().context("cannot write output")?;
     let model = saved_model(predictor.as_ref(), options)?;
-    Ok(Summary {
-        recipe,
-        raw_bytes: progress.bytes,
-        lmz_bytes: input.count,
-        model,
-    })
+    Ok((recipe, model))
 }
 
 /// The recipe of a header: complete, canonical, in bytes.

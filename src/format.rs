@@ -1,5 +1,7 @@
-//! The `.lmz` container (docs/format.md): a header that carries the recipe, the coded data in
-//! frames of at most [`FRAME_MAX`] input bytes, and a trailer with the input's length and CRC32.
+//! The `.lmz` container (docs/format.md): a stream is a sequence of members; each member is a
+//! header that carries the recipe, the coded data in frames of at most [`FRAME_MAX`] input bytes,
+//! and a trailer with the member's length and CRC32. Members are independent, so concatenated
+//! `.lmz` files form a valid stream that decodes to the concatenated inputs.
 //!
 //! Every length read from a file is checked against a bound before anything is allocated, and
 //! every part carries a CRC32, so a damaged file fails with a [`FormatError`] that says where.
@@ -30,12 +32,25 @@ pub fn max_words(raw_len: usize) -> usize {
 pub enum FormatError {
     NotLmz,
     UnsupportedFormat(u8),
-    NumericsMismatch { file: u8, build: u8 },
+    NumericsMismatch {
+        file: u8,
+        build: u8,
+    },
     Truncated(&'static str),
     BadHeader(String),
-    BadFrame { index: u64, why: String },
-    LengthMismatch { trailer: u64, decoded: u64 },
-    ChecksumMismatch { expected: u32, actual: u32 },
+    BadFrame {
+        index: u64,
+        why: String,
+    },
+    LengthMismatch {
+        trailer: u64,
+        decoded: u64,
+    },
+    ChecksumMismatch {
+        expected: u32,
+        actual: u32,
+    },
+    /// Bytes after a member that do not start another member.
     TrailingData,
 }
 
@@ -50,7 +65,8 @@ impl fmt::Display for FormatError {
             FormatError::NumericsMismatch { file, build } => write!(
                 f,
                 "file was made with numerics version {file}; this build computes version {build} \
-                 and cannot reproduce its model"
+                 and cannot reproduce its model ({})",
+                which_release_decodes(*file)
             ),
             FormatError::Truncated(what) => write!(f, "file is truncated (in the {what})"),
             FormatError::BadHeader(why) => write!(f, "corrupt header: {why}"),
@@ -63,14 +79,31 @@ impl fmt::Display for FormatError {
                 f,
                 "checksum mismatch: expected CRC32 {expected:08x}, decoded data has {actual:08x}"
             ),
-            FormatError::TrailingData => {
-                write!(f, "corrupt file: data after the end of the stream")
-            }
+            FormatError::TrailingData => write!(
+                f,
+                "corrupt file: data after the end of a member that is not another lmzip member"
+            ),
         }
     }
 }
 
 impl std::error::Error for FormatError {}
+
+/// Which builds decode files of a numerics version (docs/determinism.md keeps the history).
+pub fn which_release_decodes(numerics: u8) -> String {
+    let history = "docs/determinism.md, \"Numerics versions\"";
+    if numerics < NUMERICS_VERSION {
+        format!(
+            "an earlier lmzip build, one whose `lmzip --version` shows numerics version \
+             {numerics}, decodes it; see {history}"
+        )
+    } else {
+        format!(
+            "a newer lmzip build, one whose `lmzip --version` shows numerics version \
+             {numerics}, decodes it"
+        )
+    }
+}
 
 /// Reads exactly `buf.len()` bytes, turning an early end into [`FormatError::Truncated`].
 fn read_exact_or(r: &mut impl Read, buf: &mut [u8], what: &'static str) -> anyhow::Result<()> {
@@ -121,13 +154,37 @@ pub fn write_header(w: &mut impl Write, recipe_text: &str) -> io::Result<()> {
 /// Reads and checks a header. The numerics version is returned, not judged: `info` shows it
 /// for any file, and [`check_numerics`] refuses to decode a foreign one.
 pub fn read_header(r: &mut impl Read) -> anyhow::Result<Header> {
-    let mut fixed = [0u8; 12];
     let mut first = [0u8; 4];
     read_exact_or(r, &mut first, "header")?;
     if first != MAGIC {
         return Err(FormatError::NotLmz.into());
     }
-    fixed[..4].copy_from_slice(&first);
+    read_header_after_magic(r)
+}
+
+/// Reads the header of the next member, or `None` when the stream ends cleanly (no byte
+/// left). Bytes that do not start a member are [`FormatError::TrailingData`].
+pub fn read_next_header(r: &mut impl Read) -> anyhow::Result<Option<Header>> {
+    let mut first = [0u8; 4];
+    let mut filled = 0;
+    while filled < first.len() {
+        match r.read(&mut first[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    match filled {
+        0 => Ok(None),
+        4 if first == MAGIC => read_header_after_magic(r).map(Some),
+        _ => Err(FormatError::TrailingData.into()),
+    }
+}
+
+fn read_header_after_magic(r: &mut impl Read) -> anyhow::Result<Header> {
+    let mut fixed = [0u8; 12];
+    fixed[..4].copy_from_slice(&MAGIC);
     read_exact_or(r, &mut fixed[4..], "header")?;
     if fixed[4] != FORMAT_VERSION {
         return Err(FormatError::UnsupportedFormat(fixed[4]).into());
@@ -247,43 +304,81 @@ pub struct Trailer {
     pub crc: u32,
 }
 
-/// Reads the trailer (the end marker is already consumed) and checks that nothing follows.
+/// Reads a member's trailer (the end marker is already consumed). Another member may follow.
 pub fn read_trailer(r: &mut impl Read) -> anyhow::Result<Trailer> {
     let mut buf = [0u8; 12];
     read_exact_or(r, &mut buf, "trailer")?;
-    let mut extra = [0u8; 1];
-    loop {
-        match r.read(&mut extra) {
-            Ok(0) => break,
-            Ok(_) => return Err(FormatError::TrailingData.into()),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
     Ok(Trailer {
         total_len: u64::from_le_bytes(buf[..8].try_into().unwrap()),
         crc: u32::from_le_bytes(buf[8..].try_into().unwrap()),
     })
 }
 
-/// The structure of a stream, found without decoding it (see [`scan`]).
+/// Checks that nothing follows: the end of a stream of exactly one member.
+fn expect_end(r: &mut impl Read) -> anyhow::Result<()> {
+    let mut extra = [0u8; 1];
+    loop {
+        match r.read(&mut extra) {
+            Ok(0) => return Ok(()),
+            Ok(_) => return Err(FormatError::TrailingData.into()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// The structure of one member, found without decoding it (see [`scan_members`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Layout {
     pub header: Header,
     pub frames: u64,
     /// The trailer's uncompressed length; it equals the sum of the frames' lengths.
     pub raw_len: u64,
-    /// Length of the whole stream, header to trailer.
+    /// Length of the whole member, header to trailer.
     pub stream_len: u64,
     pub trailer: Trailer,
 }
 
-/// Walks a stream's header, frame lengths and trailer, seeking over the coded words, so that a
-/// file can be described (`lmzip info`) without running its model. The header is checked; the
-/// frames' checksums are not (their words are never read): only decoding proves a file intact.
+/// Walks the header, frame lengths and trailer of a stream of exactly one member (nothing may
+/// follow it), seeking over the coded words; see [`scan_members`] for any stream.
 pub fn scan<R: Read + Seek>(r: &mut R) -> anyhow::Result<Layout> {
-    let start = r.stream_position()?;
     let header = read_header(r)?;
+    let layout = scan_member(r, header)?;
+    expect_end(r)?;
+    Ok(layout)
+}
+
+/// Walks every member of a stream, seeking over the coded words, so that a file can be
+/// described (`lmzip info`, `lmzip -l`) without running its model. Headers are checked; the
+/// frames' checksums are not (their words are never read): only decoding proves a file intact.
+/// An error names the member (counted from 1) it was found in.
+pub fn scan_members<R: Read + Seek>(r: &mut R) -> anyhow::Result<Vec<Layout>> {
+    use anyhow::Context;
+    let mut members = Vec::new();
+    loop {
+        let number = members.len() + 1;
+        // The first member is not named: most streams have only that one.
+        let header = if number == 1 {
+            Some(read_header(r)?)
+        } else {
+            read_next_header(r).with_context(|| format!("member {number}"))?
+        };
+        let Some(header) = header else {
+            return Ok(members);
+        };
+        let layout = if number == 1 {
+            scan_member(r, header)?
+        } else {
+            scan_member(r, header).with_context(|| format!("member {number}"))?
+        };
+        members.push(layout);
+    }
+}
+
+/// Walks one member's frames and trailer; its header is read already.
+fn scan_member<R: Read + Seek>(r: &mut R, header: Header) -> anyhow::Result<Layout> {
+    let header_len = 16 + header.recipe.len() as u64;
+    let start = r.stream_position()? - header_len;
     let mut frames = 0u64;
     let mut raw_len = 0u64;
     while let Some((len, n_words)) = read_frame_lengths(r, frames)? {
@@ -378,6 +473,44 @@ mod tests {
         let mut longer = f.clone();
         longer.push(0);
         assert!(scan(&mut io::Cursor::new(&longer)).is_err());
+    }
+
+    #[test]
+    fn members_follow_one_another_and_junk_after_one_is_refused() {
+        let f = sample();
+        let two = [&f[..], &f[..]].concat();
+        let layouts = scan_members(&mut io::Cursor::new(&two)).unwrap();
+        assert_eq!(layouts.len(), 2);
+        assert_eq!(layouts[1].stream_len, f.len() as u64);
+        assert!(
+            scan(&mut io::Cursor::new(&two)).is_err(),
+            "scan takes one member"
+        );
+        let mut r = &two[f.len()..];
+        assert!(read_next_header(&mut r).unwrap().is_some());
+        assert!(read_next_header(&mut &[][..]).unwrap().is_none());
+        for junk in [&b"L"[..], b"LMZ", b"\0\0\0\0", b"LMZ\x1b"] {
+            let err = scan_members(&mut io::Cursor::new([&f[..], junk].concat())).unwrap_err();
+            assert!(format!("{err:#}").starts_with("member 2: "), "{err:#}");
+        }
+    }
+
+    #[test]
+    fn a_foreign_numerics_version_names_the_build_that_decodes_it() {
+        let old = FormatError::NumericsMismatch {
+            file: NUMERICS_VERSION - 1,
+            build: NUMERICS_VERSION,
+        }
+        .to_string();
+        assert!(
+            old.contains(&format!(
+                "`lmzip --version` shows numerics version {}",
+                NUMERICS_VERSION - 1
+            )),
+            "{old}"
+        );
+        let new = which_release_decodes(NUMERICS_VERSION + 1);
+        assert!(new.starts_with("a newer lmzip build"), "{new}");
     }
 
     #[test]

@@ -618,7 +618,7 @@ fn usage_errors_exit_2_and_touch_nothing() {
     fs::write(d.join("u"), b"usage").unwrap();
     fs::write(d.join("w"), b"usage").unwrap();
     for args in [
-        &[][..],
+        &["--no-such-flag", "u"][..],
         &["compress", "--no-such-flag", "u"],
         &["compress", "--bptt", "0", "u"],
         &["compress", "--lr", "nan", "u"],
@@ -631,17 +631,29 @@ fn usage_errors_exit_2_and_touch_nothing() {
         &["compress", "-o", "x.lmz", "-c", "u"],
         &["decompress", "--hidden", "16", "u.lmz"],
         &["decompress", "--recipe", "0..:infer", "u.lmz"],
-        &["compress", "-3", "--level", "4", "u"],
+        &["compress", "-19", "u"],
+        &["-0", "u"],
+        &["compress", "u", "--level", "10"],
         &["compress", "--recipe", "0..:fly", "u"],
         &["compress", "--save-weights", "m", "u", "w"],
         &["info"],
-        &["frobnicate", "u"],
     ] {
         let out = run(d, args, None);
         assert_eq!(code(&out), 2, "{args:?}: {}", stderr(&out));
         assert!(!stderr(&out).is_empty(), "{args:?}: says why");
     }
     assert_eq!(listing(d), names(&["u", "w"]));
+    // Without a command, words are files to compress, as with gzip: a misspelled command is a
+    // missing file.
+    assert_fails_with(&run(d, &["frobnicate"], None), "frobnicate: cannot open");
+    // Usage errors and runtime errors share one prefix.
+    let out = run(d, &["compress", "--no-such-flag", "u"], None);
+    assert!(stderr(&out).starts_with("lmzip: "), "{}", stderr(&out));
+    let out = run(d, &["-19", "u"], None);
+    assert_eq!(
+        stderr(&out),
+        "lmzip: there is no level 19: levels go from 1 (fastest) to 9 (best ratio)\n"
+    );
     assert_ok(&run(d, &["--help"], None));
     assert_ok(&run(d, &["compress", "--help"], None));
 }
@@ -1032,7 +1044,7 @@ fn a_signal_ends_a_run_blocked_on_its_input() {
     drop(stdin);
     assert_eq!(
         out.status.code(),
-        Some(130),
+        Some(143),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

@@ -187,15 +187,23 @@ fn sweep(recipe: &Recipe, data: &[u8]) {
         tally.run("resealed flip in words", case, &damaged, data);
     }
 
-    let mut doubled = packed.clone();
-    doubled.extend_from_slice(&packed);
     for (what, extended) in [
         ("a zero byte appended", [&packed[..], &[0]].concat()),
         ("the end marker appended", [&packed[..], &[0; 4]].concat()),
-        ("the file appended to itself", doubled),
+        (
+            "the magic number appended",
+            [&packed[..], &format::MAGIC].concat(),
+        ),
     ] {
         tally.run("extension", format!("{name}: {what}"), &extended, data);
     }
+    // A stream is a sequence of members: the file twice is the data twice.
+    let doubled = [&packed[..], &packed[..]].concat();
+    assert_eq!(
+        decompress_bytes(&doubled).unwrap(),
+        [data, data].concat(),
+        "{name}: two members"
+    );
 
     eprint!("{}", tally.summary(&name, packed.len()));
     assert!(

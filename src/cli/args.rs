@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{ArgAction, Args, Parser, Subcommand};
 
 use crate::recipe::ModelKind;
 
@@ -16,20 +16,67 @@ use crate::recipe::ModelKind;
     name = "lmzip",
     version,
     about = "Lossless compression by a small neural network that learns the data as it goes",
-    after_help = "Compressing FILE writes FILE.lmz; decompressing FILE.lmz writes FILE. \
-                  With no FILE, or when FILE is -, read standard input and write standard output."
+    after_help = "With no command, lmzip compresses (or, with -d/-t/-l, decompresses, tests or \
+                  lists), as gzip and zstd do, so `tar -I lmzip` works. \
+                  Compressing FILE writes FILE.lmz; decompressing FILE.lmz writes FILE. \
+                  With no FILE, or when FILE is -, read standard input and write standard output. \
+                  Invoked as unlmzip, lmzip decompresses; as lmzcat, it decompresses to standard \
+                  output.",
+    args_conflicts_with_subcommands = true,
+    args_override_self = true
 )]
 pub struct Cli {
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 
+    /// What to do without a command: compress (the default), or -d, -t, -l
+    #[command(flatten)]
+    pub mode: ModeArgs,
+
+    /// The compression options, which also serve -d and -t where they apply
+    #[command(flatten)]
+    pub top: CompressArgs,
+
+    #[command(flatten)]
+    pub talk: TalkArgs,
+}
+
+/// How much a run says; accepted before or after the command.
+#[derive(Debug, Args)]
+pub struct TalkArgs {
     /// Print nothing but errors
     #[arg(short, long, global = true, overrides_with = "verbose")]
     pub quiet: bool,
 
-    /// Print a summary line per file: sizes, bits per byte, speed
-    #[arg(short, long, global = true, overrides_with = "quiet")]
-    pub verbose: bool,
+    /// Print a summary line per file: sizes, bits per byte, speed (-vv: also per member, and
+    /// the recipe)
+    #[arg(short, long, global = true, action = ArgAction::Count, overrides_with = "quiet")]
+    pub verbose: u8,
+
+    /// Never show a progress bar
+    #[arg(long, global = true)]
+    pub no_progress: bool,
+}
+
+/// The operation of `lmzip` without a command (gzip's and zstd's letters; the last one wins).
+#[derive(Debug, Args)]
+pub struct ModeArgs {
+    /// Compress (the default)
+    #[arg(short = 'z', long = "compress", overrides_with_all = ["decompress", "test", "list"])]
+    pub compress: bool,
+
+    /// Decompress
+    #[arg(short = 'd', long, visible_alias = "uncompress",
+          overrides_with_all = ["compress", "test", "list"])]
+    pub decompress: bool,
+
+    /// Decode and check, writing nothing
+    #[arg(short = 't', long, overrides_with_all = ["compress", "decompress", "list"])]
+    pub test: bool,
+
+    /// List members, sizes and ratios without decoding
+    #[arg(short = 'l', long, overrides_with_all = ["compress", "decompress", "test"])]
+    pub list: bool,
 }
 
 // Parsed once per run: the size of the compress variant costs nothing worth boxing for.
@@ -37,26 +84,61 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Compress FILEs to FILE.lmz (or standard input to standard output)
-    #[command(visible_alias = "c")]
+    #[command(visible_alias = "c", args_override_self = true)]
     Compress(CompressArgs),
 
     /// Decompress FILE.lmz to FILE (or standard input to standard output)
-    #[command(visible_alias = "d")]
+    #[command(
+        visible_alias = "d",
+        args_override_self = true,
+        mut_arg("force", |a| a.help(
+            "Overwrite existing files; follow symbolic links; read compressed data from a terminal"
+        ))
+    )]
     Decompress(DecompressArgs),
 
     /// Decode FILEs and check their checksums, writing nothing
-    #[command(visible_alias = "t")]
+    #[command(visible_alias = "t", args_override_self = true)]
     Test(TestArgs),
 
-    /// Describe FILEs without decoding them: versions, recipe, sizes
+    /// Describe FILEs without decoding them: versions, recipe, sizes, per member
+    #[command(args_override_self = true)]
     Info(InfoArgs),
+
+    /// One line per file: members, sizes, ratio, bits per byte (-v: also per member)
+    #[command(visible_alias = "l", args_override_self = true)]
+    List(InfoArgs),
+
+    /// Print a shell completion script (bash, zsh, fish, elvish or powershell)
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+
+    /// Print the manual page (roff; e.g. `lmzip man > lmzip.1`)
+    Man,
+}
+
+/// The inputs, and how directories and names are treated.
+#[derive(Debug, Args)]
+pub struct InputArgs {
+    /// Files to work on; none, or -, means standard input
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+
+    /// Work on the files in directories (and their subdirectories)
+    #[arg(short, long)]
+    pub recursive: bool,
+
+    /// Suffix of compressed files [default: .lmz]
+    #[arg(short = 'S', long, value_name = "SUFFIX")]
+    pub suffix: Option<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct CompressArgs {
-    /// Files to compress; none, or -, means standard input
-    #[arg(value_name = "FILE")]
-    pub files: Vec<PathBuf>,
+    #[command(flatten)]
+    pub input: InputArgs,
 
     #[command(flatten)]
     pub output: OutputArgs,
@@ -70,6 +152,14 @@ pub struct CompressArgs {
     #[arg(long, value_name = "BYTES")]
     pub size: Option<u64>,
 
+    /// Write a learning curve: one line per 16 KB of input with its position, the bits per
+    /// byte of that block and so far, and the speed (tab-separated; one input only)
+    #[arg(long, value_name = "FILE.tsv")]
+    pub stats: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub blocks: BlockArgs,
+
     #[command(flatten)]
     pub level: LevelArgs,
 
@@ -80,11 +170,24 @@ pub struct CompressArgs {
     pub weights: WeightsArgs,
 }
 
+/// Independent blocks, coded in parallel.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Blocks and threads")]
+pub struct BlockArgs {
+    /// Cut the input into blocks of SIZE bytes (suffixes K, M, G: powers of 1024), each coded
+    /// from the recipe's start as its own member; costs ratio, allows threads and concatenation
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub block_size: Option<u64>,
+
+    /// Threads for --block-size (0: one per core); the output is the same for every count
+    #[arg(short = 'T', long, value_name = "N", default_value_t = 1)]
+    pub threads: usize,
+}
+
 #[derive(Debug, Args)]
 pub struct DecompressArgs {
-    /// Files to decompress (named *.lmz unless -o or -c is given); none, or -, means standard input
-    #[arg(value_name = "FILE")]
-    pub files: Vec<PathBuf>,
+    #[command(flatten)]
+    pub input: InputArgs,
 
     #[command(flatten)]
     pub output: OutputArgs,
@@ -95,9 +198,8 @@ pub struct DecompressArgs {
 
 #[derive(Debug, Args)]
 pub struct TestArgs {
-    /// Files to check; none, or -, means standard input
-    #[arg(value_name = "FILE")]
-    pub files: Vec<PathBuf>,
+    #[command(flatten)]
+    pub input: InputArgs,
 
     /// The model file the streams start from, if they do (the header names its SHA-256)
     #[arg(long, value_name = "FILE")]
@@ -106,7 +208,7 @@ pub struct TestArgs {
 
 #[derive(Debug, Args)]
 pub struct InfoArgs {
-    /// Files to describe
+    /// Files to describe; - means standard input (read whole, then described)
     #[arg(value_name = "FILE", required = true)]
     pub files: Vec<PathBuf>,
 }
@@ -122,7 +224,8 @@ pub struct OutputArgs {
     #[arg(short = 'c', long)]
     pub stdout: bool,
 
-    /// Overwrite existing files; read or write compressed data on a terminal; compress *.lmz again
+    /// Overwrite existing files; follow symbolic links; read or write compressed data on a
+    /// terminal; compress files that already have the suffix
     #[arg(short, long)]
     pub force: bool,
 
@@ -150,43 +253,15 @@ pub struct WeightsArgs {
     pub save_weights: Option<PathBuf>,
 }
 
-/// The compression level: a recipe from the table in src/levels.rs.
+/// The compression level: a recipe from the table in src/levels.rs. `-N` is read as
+/// `--level=N` before parsing ([`super::argv`]), so that the last level given wins.
 #[derive(Debug, Args)]
-#[group(multiple = false)]
 #[command(next_help_heading = "Model (stored in the file; decompression needs no flags)")]
 pub struct LevelArgs {
-    /// Compression level, 1 (fastest) to 9 (best ratio); also -1 ... -9 [default: 5]
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=9))]
+    /// Compression level, 1 (fastest) to 9 (best ratio); also -1 ... -9; the last one given
+    /// wins [default: 5]
+    #[arg(long, value_name = "N", value_parser = parse_level)]
     pub level: Option<u8>,
-    #[arg(short = '1', hide = true)]
-    pub l1: bool,
-    #[arg(short = '2', hide = true)]
-    pub l2: bool,
-    #[arg(short = '3', hide = true)]
-    pub l3: bool,
-    #[arg(short = '4', hide = true)]
-    pub l4: bool,
-    #[arg(short = '5', hide = true)]
-    pub l5: bool,
-    #[arg(short = '6', hide = true)]
-    pub l6: bool,
-    #[arg(short = '7', hide = true)]
-    pub l7: bool,
-    #[arg(short = '8', hide = true)]
-    pub l8: bool,
-    #[arg(short = '9', hide = true)]
-    pub l9: bool,
-}
-
-impl LevelArgs {
-    /// The level given, by `--level N` or `-N`.
-    pub fn level(&self) -> Option<u8> {
-        let flags = [
-            self.l1, self.l2, self.l3, self.l4, self.l5, self.l6, self.l7, self.l8, self.l9,
-        ];
-        self.level
-            .or_else(|| flags.iter().position(|&f| f).map(|i| i as u8 + 1))
-    }
 }
 
 /// The recipe and its knobs. Unset ones take the level's values. They are stored in the
@@ -243,6 +318,50 @@ pub struct ModelArgs {
 
 // The recipe owns the names of models; the parser only adapts its errors.
 
+/// The levels of src/levels.rs.
+const LEVELS: std::ops::RangeInclusive<u8> = 1..=crate::levels::MAX_LEVEL;
+
+fn parse_level(text: &str) -> Result<u8, String> {
+    let out_of_range = || {
+        format!(
+            "there is no level {text}: levels go from {} (fastest) to {} (best ratio)",
+            LEVELS.start(),
+            LEVELS.end()
+        )
+    };
+    let level: u8 = text.parse().map_err(|_| out_of_range())?;
+    if LEVELS.contains(&level) {
+        Ok(level)
+    } else {
+        Err(out_of_range())
+    }
+}
+
+/// A byte count with an optional binary suffix: `4096`, `256K`, `1M`, `2G` (also `KiB`, `MB`
+/// and the like, all powers of 1024).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let shift = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        _ => return Err(format!("'{text}' is not a size (e.g. 65536, 256K, 4M)")),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("'{text}' is not a size (e.g. 65536, 256K, 4M)"))?;
+    let size = n
+        .checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("'{text}' is too large"))?;
+    if size == 0 {
+        return Err("a block must hold at least one byte".into());
+    }
+    Ok(size)
+}
+
 fn parse_model(text: &str) -> Result<ModelKind, String> {
     ModelKind::parse(text).map_err(|e| e.to_string())
 }
@@ -255,5 +374,21 @@ mod tests {
     #[test]
     fn definitions_are_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn sizes_and_levels_parse() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("256K"), Ok(256 << 10));
+        assert_eq!(parse_size("1MiB"), Ok(1 << 20));
+        assert_eq!(parse_size("2g"), Ok(2 << 30));
+        for bad in ["", "0", "1.5M", "K", "12Q", "99999999999G"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_level("9"), Ok(9));
+        for bad in ["0", "10", "19", "-1", "x"] {
+            let err = parse_level(bad).unwrap_err();
+            assert!(err.contains("levels go from 1"), "{err}");
+        }
     }
 }

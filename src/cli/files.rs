@@ -136,6 +136,7 @@ impl StagedFile {
         }
         let temp = builder
             .tempfile_in(dir)
+            .map_err(without_path)
             .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
         let pending = PendingFile::register(temp.path());
         Ok(StagedFile {
@@ -181,10 +182,20 @@ impl StagedFile {
                     self.target.display()
                 );
             }
-            return Err(e.error).with_context(cannot);
+            return Err(without_path(e.error)).with_context(cannot);
         }
         sync_parent(&self.target);
         Ok(())
+    }
+}
+
+/// The cause of an I/O error without the temporary file's name, which tempfile appends to its
+/// errors (` at path "..."`) and which means nothing to the user: messages name the target.
+fn without_path(e: io::Error) -> io::Error {
+    let text = e.to_string();
+    match text.split_once(" at path \"") {
+        Some((cause, _)) => io::Error::new(e.kind(), cause.to_string()),
+        None => e,
     }
 }
 
@@ -215,4 +226,22 @@ fn sync_parent(path: &Path) {
     }
     #[cfg(not(unix))]
     let _ = path;
+}
+
+/// The files under `dir`, in sorted order, subdirectories included; symbolic links are listed
+/// as files (the job decides about them), never followed into directories.
+pub fn walk(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    let mut entries: Vec<_> = fs::read_dir(dir)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<io::Result<_>>()?;
+    entries.sort();
+    for path in entries {
+        if fs::symlink_metadata(&path)?.is_dir() {
+            found.extend(walk(&path)?);
+        } else {
+            found.push(path);
+        }
+    }
+    Ok(found)
 }

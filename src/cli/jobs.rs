@@ -9,12 +9,14 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail, ensure};
 
+use super::blocks;
 use super::files::{Source, StagedFile, check_target};
-use super::progress::{Meter, bits_per_byte, say, summary};
+use super::progress::{Meter, bits_per_byte, say, summary, wants_summary};
 use super::settings::{
-    Input, Job, OutputChoice, OutputSettings, Settings, Verbosity, compressed_name,
-    decompressed_name,
+    BlockPlan, Input, Job, OutputChoice, OutputSettings, Settings, Verbosity, compressed_name,
+    decompressed_name, has_suffix,
 };
+use super::stats::Curve;
 use super::{FAILURE_STATUS, USAGE_STATUS};
 use crate::codec;
 use crate::format;
@@ -26,6 +28,8 @@ use crate::recipe::{Base, Recipe, hex};
 pub struct Shared {
     weights: Option<Weights>,
     recipe: Option<Recipe>,
+    /// `list` has printed its header line.
+    listed: std::cell::Cell<bool>,
 }
 
 impl Shared {
@@ -44,7 +48,11 @@ impl Shared {
             ),
             _ => None,
         };
-        Ok(Shared { weights, recipe })
+        Ok(Shared {
+            weights,
+            recipe,
+            listed: std::cell::Cell::new(false),
+        })
     }
 
     fn options(&self, save_model: bool) -> codec::Options<'_> {
@@ -60,17 +68,23 @@ impl Shared {
 pub fn run_one(settings: &Settings, shared: &Shared, input: &Input) -> Result<()> {
     let label = input.label();
     let v = settings.verbosity;
+    let suffix = settings.suffix.as_str();
     match &settings.job {
         Job::Compress {
             verify,
             output,
             save_weights,
             size,
+            blocks,
+            stats,
             ..
         } => {
             let Some(recipe) = &shared.recipe else {
                 bail!("no recipe");
             };
+            if skip_symlink(input, output.force, &label, v) {
+                return Ok(());
+            }
             let job = CompressJob {
                 recipe,
                 shared,
@@ -78,16 +92,46 @@ pub fn run_one(settings: &Settings, shared: &Shared, input: &Input) -> Result<()
                 out: output,
                 save_weights: save_weights.as_deref(),
                 size: *size,
+                suffix,
+                blocks: *blocks,
+                stats: stats.as_deref(),
             };
             job.run(input, &label, v)
         }
         Job::Decompress {
             output,
             save_weights,
-        } => decompress_one(shared, output, save_weights.as_deref(), input, &label, v),
+        } => {
+            if skip_symlink(input, output.force, &label, v) {
+                return Ok(());
+            }
+            let job = DecompressJob {
+                shared,
+                out: output,
+                save_weights: save_weights.as_deref(),
+                suffix,
+            };
+            job.run(input, &label, v)
+        }
         Job::Test => test_one(shared, input, &label, v),
-        Job::Info => info_one(input),
+        Job::Info => info_one(input, v),
+        Job::List => list_one(shared, input, v),
     }
+}
+
+/// gzip's and zstd's rule: a symbolic link named as an input is skipped unless `-f` says to
+/// follow it (a note says so). Returns whether to skip.
+fn skip_symlink(input: &Input, force: bool, label: &str, verbosity: Verbosity) -> bool {
+    let Input::File(path) = input else {
+        return false;
+    };
+    let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    if is_link && !force && verbosity > Verbosity::Quiet {
+        say(format_args!(
+            "lmzip: {label}: is a symbolic link; skipped (use -f to follow it)"
+        ));
+    }
+    is_link && !force
 }
 
 /// Refuses to replace an existing model file unless forced (checked before the long run).
@@ -105,13 +149,18 @@ fn check_model_target(path: Option<&Path>, force: bool) -> Result<()> {
 /// signal removes, renamed when complete, never over an existing file unless forced.
 fn save_model(path: Option<&Path>, summary: &codec::Summary, force: bool) -> Result<()> {
     if let (Some(path), Some(bytes)) = (path, &summary.model) {
-        let staged = StagedFile::create(path, None)?;
-        let mut file = staged.file();
-        file.write_all(bytes)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        staged.commit(None, force)?;
+        write_side_file(path, bytes, force)?;
     }
     Ok(())
+}
+
+/// Writes a file beside the main output (a model, a learning curve) the safe way.
+fn write_side_file(path: &Path, bytes: &[u8], force: bool) -> Result<()> {
+    let staged = StagedFile::create(path, None)?;
+    let mut file = staged.file();
+    file.write_all(bytes)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    staged.commit(None, force)
 }
 
 /// Where one result goes.
@@ -149,41 +198,53 @@ struct CompressJob<'a> {
     out: &'a OutputSettings,
     save_weights: Option<&'a Path>,
     size: Option<u64>,
+    suffix: &'a str,
+    blocks: Option<BlockPlan>,
+    stats: Option<&'a Path>,
 }
 
 impl CompressJob<'_> {
     fn run(&self, input: &Input, label: &str, verbosity: Verbosity) -> Result<()> {
         let out = self.out;
         if let Input::File(path) = input
-            && path.extension().is_some_and(|e| e == "lmz")
+            && has_suffix(path, self.suffix)
             && !out.force
         {
-            bail!("already has the .lmz suffix (use -f to compress it again)");
+            bail!(
+                "already has the {} suffix (use -f to compress it again)",
+                self.suffix
+            );
         }
-        let target = Target::choose(&out.choice, input, |p| Ok(compressed_name(p)))?;
+        let target = Target::choose(&out.choice, input, |p| Ok(compressed_name(p, self.suffix)))?;
         if matches!(target, Target::Stdout) && io::stdout().is_terminal() && !out.force {
             bail!("refusing to write compressed data to a terminal (use -f to force, or -o FILE)");
         }
         check_model_target(self.save_weights, out.force)?;
+        check_model_target(self.stats, out.force)?;
         let mut source = Source::open(input)?;
         if let Target::File(path) = &target {
             check_target(&source, path, out.force)?;
         }
         // Percent positions become bytes of this input.
         let length = self.size.or(source.len());
-        let recipe = self.recipe.resolve(length)?;
         let mut options = self.shared.options(self.save_weights.is_some());
         options.expected_len = self.size;
         let mut meter = Meter::new(verbosity, label, length);
+        let mut curve = self.stats.map(|_| Curve::default());
         let source_meta = source.metadata().cloned();
         let mut reader = DigestReader::new(&mut source.reader);
 
         let (summary_of, took) = match &target {
             Target::File(path) => {
                 let staged = StagedFile::create(path, source_meta.as_ref())?;
-                let s = codec::compress(&recipe, &options, &mut reader, staged.file(), &mut |p| {
-                    meter.update(p)
-                })?;
+                let s = self.encode(
+                    length,
+                    &options,
+                    &mut reader,
+                    &mut staged.file(),
+                    &mut meter,
+                    &mut curve,
+                )?;
                 let took = meter.finish();
                 super::signals::check()?;
                 if self.verify {
@@ -205,9 +266,14 @@ impl CompressJob<'_> {
             Target::Stdout if self.verify => {
                 // Hold the stream back until it has proved itself: spool, decode, then copy out.
                 let mut spool = tempfile::tempfile().context("cannot create a temporary file")?;
-                let s = codec::compress(&recipe, &options, &mut reader, &spool, &mut |p| {
-                    meter.update(p)
-                })?;
+                let s = self.encode(
+                    length,
+                    &options,
+                    &mut reader,
+                    &mut spool,
+                    &mut meter,
+                    &mut curve,
+                )?;
                 let took = meter.finish();
                 verify_compressed(self.shared, &spool, &reader.digest, label, verbosity)?;
                 spool
@@ -221,18 +287,74 @@ impl CompressJob<'_> {
             }
             Target::Stdout => {
                 let mut stdout = io::stdout().lock();
-                let s = codec::compress(&recipe, &options, &mut reader, &mut stdout, &mut |p| {
-                    meter.update(p)
-                })?;
+                let s = self.encode(
+                    length,
+                    &options,
+                    &mut reader,
+                    &mut stdout,
+                    &mut meter,
+                    &mut curve,
+                )?;
                 save_model(self.save_weights, &s, out.force)?;
                 (s, meter.finish())
             }
         };
-        if verbosity == Verbosity::Verbose {
+        if let (Some(path), Some(curve)) = (self.stats, curve) {
+            write_side_file(path, curve.finish().as_bytes(), out.force)?;
+        }
+        if wants_summary(verbosity) {
             let (raw, lmz) = (summary_of.raw_bytes, summary_of.lmz_bytes);
             summary(label, raw, lmz, (lmz, raw), took, &target.label());
         }
+        if verbosity >= Verbosity::Detailed {
+            say_members(label, &summary_of.members);
+            say(format_args!(
+                "{label}: recipe {}",
+                summary_of.recipe.to_text()
+            ));
+        }
         Ok(())
+    }
+
+    /// Codes the input into `output`: one member, or one per block.
+    fn encode(
+        &self,
+        length: Option<u64>,
+        options: &codec::Options<'_>,
+        input: &mut dyn Read,
+        output: &mut dyn Write,
+        meter: &mut Meter,
+        curve: &mut Option<Curve>,
+    ) -> Result<codec::Summary> {
+        let mut report = |p: codec::Progress| {
+            if let Some(c) = curve.as_mut() {
+                c.record(p);
+            }
+            meter.update(p)
+        };
+        match self.blocks {
+            Some(plan) => blocks::compress(self.recipe, plan, options, input, output, &mut report),
+            None => {
+                let recipe = self.recipe.resolve(length)?;
+                codec::compress(&recipe, options, input, output, &mut report)
+            }
+        }
+    }
+}
+
+/// The `-vv` lines of a stream of several members: sizes and bits per byte of each.
+fn say_members(label: &str, members: &[codec::Member]) {
+    if members.len() < 2 {
+        return;
+    }
+    for (i, m) in members.iter().enumerate() {
+        say(format_args!(
+            "{label}: member {}: {} bytes <-> {} bytes, {:.3} bpb",
+            i + 1,
+            m.raw_bytes,
+            m.lmz_bytes,
+            bits_per_byte(m.lmz_bytes, m.raw_bytes)
+        ));
     }
 }
 
@@ -258,63 +380,81 @@ fn verify_compressed(
         decoded.digest.finish() == expected.finish(),
         "verification failed: the output decodes to different bytes"
     );
+    if verbosity >= Verbosity::Verbose {
+        say(format_args!(
+            "{label}: verified: the output decodes to the {} bytes read",
+            expected.len
+        ));
+    }
     Ok(())
 }
 
-fn decompress_one(
-    shared: &Shared,
-    out: &OutputSettings,
-    save_weights: Option<&Path>,
-    input: &Input,
-    label: &str,
-    verbosity: Verbosity,
-) -> Result<()> {
-    let target = Target::choose(&out.choice, input, decompressed_name)?;
-    refuse_terminal_input(input, out.force)?;
-    check_model_target(save_weights, out.force)?;
-    let options = shared.options(save_weights.is_some());
-    let mut source = Source::open(input)?;
-    if let Target::File(path) = &target {
-        check_target(&source, path, out.force)?;
-    }
-    let mut meter = Meter::new(verbosity, label, decoded_len(input, &source));
-    let (summary_of, took) = match &target {
-        Target::File(path) => {
-            let staged = StagedFile::create(path, source.metadata())?;
-            let s = codec::decompress(&options, &mut source.reader, staged.file(), &mut |p| {
-                meter.update(p)
-            })?;
-            let took = meter.finish();
-            super::signals::check()?;
-            staged.commit(source.metadata(), out.force)?;
-            save_model(save_weights, &s, out.force)?;
-            if out.remove_source {
-                source.remove()?;
+/// One decompression: the shared model file and what to do with the results.
+struct DecompressJob<'a> {
+    shared: &'a Shared,
+    out: &'a OutputSettings,
+    save_weights: Option<&'a Path>,
+    suffix: &'a str,
+}
+
+impl DecompressJob<'_> {
+    fn run(&self, input: &Input, label: &str, verbosity: Verbosity) -> Result<()> {
+        let (shared, out, save_weights) = (self.shared, self.out, self.save_weights);
+        if let Input::File(path) = input
+            && path.is_dir()
+        {
+            bail!("is a directory");
+        }
+        let target = Target::choose(&out.choice, input, |p| decompressed_name(p, self.suffix))?;
+        refuse_terminal_input(input, out.force)?;
+        check_model_target(save_weights, out.force)?;
+        let options = shared.options(save_weights.is_some());
+        let mut source = Source::open(input)?;
+        if let Target::File(path) = &target {
+            check_target(&source, path, out.force)?;
+        }
+        let mut meter = Meter::new(verbosity, label, decoded_len(input, &source));
+        let (summary_of, took) = match &target {
+            Target::File(path) => {
+                let staged = StagedFile::create(path, source.metadata())?;
+                let s = codec::decompress(&options, &mut source.reader, staged.file(), &mut |p| {
+                    meter.update(p)
+                })?;
+                let took = meter.finish();
+                super::signals::check()?;
+                staged.commit(source.metadata(), out.force)?;
+                save_model(save_weights, &s, out.force)?;
+                if out.remove_source {
+                    source.remove()?;
+                }
+                (s, took)
             }
-            (s, took)
+            Target::Stdout => {
+                let mut stdout = io::stdout().lock();
+                let s = codec::decompress(&options, &mut source.reader, &mut stdout, &mut |p| {
+                    meter.update(p)
+                })?;
+                save_model(save_weights, &s, out.force)?;
+                (s, meter.finish())
+            }
+        };
+        note_unused_weights(shared, &summary_of, label, verbosity);
+        if wants_summary(verbosity) {
+            let (raw, lmz) = (summary_of.raw_bytes, summary_of.lmz_bytes);
+            summary(label, lmz, raw, (lmz, raw), took, &target.label());
         }
-        Target::Stdout => {
-            let mut stdout = io::stdout().lock();
-            let s = codec::decompress(&options, &mut source.reader, &mut stdout, &mut |p| {
-                meter.update(p)
-            })?;
-            save_model(save_weights, &s, out.force)?;
-            (s, meter.finish())
+        if verbosity >= Verbosity::Detailed {
+            say_members(label, &summary_of.members);
         }
-    };
-    note_unused_weights(shared, &summary_of, label, verbosity);
-    if verbosity == Verbosity::Verbose {
-        let (raw, lmz) = (summary_of.raw_bytes, summary_of.lmz_bytes);
-        summary(label, lmz, raw, (lmz, raw), took, &target.label());
+        Ok(())
     }
-    Ok(())
 }
 
 /// A `--weights` file that a stream did not start from changed nothing; say so rather than let
 /// the user believe it was checked.
 fn note_unused_weights(shared: &Shared, s: &codec::Summary, label: &str, verbosity: Verbosity) {
     if shared.weights.is_some()
-        && matches!(s.recipe.base, Base::Fresh { .. })
+        && !s.members.iter().any(|m| m.starts_from_file)
         && verbosity != Verbosity::Quiet
     {
         say(format_args!(
@@ -323,17 +463,18 @@ fn note_unused_weights(shared: &Shared, s: &codec::Summary, label: &str, verbosi
     }
 }
 
-/// The length a regular `.lmz` file decodes to, read from its trailer, so that the progress bar
-/// knows its total; `None` for a stream or a file that does not scan (decoding will say why).
+/// The length a regular `.lmz` file decodes to, read from its trailers, so that the progress
+/// bar knows its total; `None` for a stream or a file that does not scan (decoding will say
+/// why).
 fn decoded_len(input: &Input, source: &Source) -> Option<u64> {
     let Input::File(path) = input else {
         return None;
     };
     source.len()?;
     let file = File::open(path).ok()?;
-    format::scan(&mut BufReader::new(file))
+    format::scan_members(&mut BufReader::new(file))
         .ok()
-        .map(|layout| layout.raw_len)
+        .map(|members| members.iter().map(|m| m.raw_len).sum())
 }
 
 fn refuse_terminal_input(input: &Input, force: bool) -> Result<()> {
@@ -356,46 +497,76 @@ fn test_one(shared: &Shared, input: &Input, label: &str, verbosity: Verbosity) -
     match verbosity {
         Verbosity::Quiet => {}
         Verbosity::Normal => say(format_args!("{label}: ok")),
-        Verbosity::Verbose => summary(
-            label,
-            s.lmz_bytes,
-            s.raw_bytes,
-            (s.lmz_bytes, s.raw_bytes),
-            took,
-            "ok",
-        ),
+        Verbosity::Verbose | Verbosity::Detailed => {
+            summary(
+                label,
+                s.lmz_bytes,
+                s.raw_bytes,
+                (s.lmz_bytes, s.raw_bytes),
+                took,
+                &match s.members.len() {
+                    1 => "ok".to_string(),
+                    n => format!("ok ({n} members)"),
+                },
+            );
+            if verbosity == Verbosity::Detailed {
+                say_members(label, &s.members);
+            }
+        }
     }
     Ok(())
 }
 
-/// Prints what the container says about a file, without running its model.
-fn info_one(input: &Input) -> Result<()> {
-    let Input::File(path) = input else {
-        bail!("info reads files, not standard input");
-    };
-    let file = File::open(path).context("cannot open")?;
-    if file
-        .metadata()
-        .context("cannot read file metadata")?
-        .is_dir()
-    {
-        bail!("is a directory");
+/// The members of an input, found without decoding it. Standard input is read whole first.
+fn scan_input(input: &Input) -> Result<Vec<format::Layout>> {
+    match input {
+        Input::Stdin => {
+            let mut bytes = Vec::new();
+            io::stdin()
+                .lock()
+                .read_to_end(&mut bytes)
+                .context("cannot read input")?;
+            format::scan_members(&mut io::Cursor::new(bytes))
+        }
+        Input::File(path) => {
+            let file = File::open(path).context("cannot open")?;
+            if file
+                .metadata()
+                .context("cannot read file metadata")?
+                .is_dir()
+            {
+                bail!("is a directory");
+            }
+            format::scan_members(&mut BufReader::new(file))
+        }
     }
-    let layout = format::scan(&mut BufReader::new(file))?;
-    let numerics = if layout.header.numerics_version == format::NUMERICS_VERSION {
-        format!(
-            "{} (decodable by this build)",
-            layout.header.numerics_version
-        )
+}
+
+fn write_stdout(text: &str) -> Result<()> {
+    let mut stdout = io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .context("cannot write output")?;
+    stdout.flush().context("cannot write output")
+}
+
+/// Prints what the container says about a file, without running its model: the stream as a
+/// whole, then (with several members, or `-v`) a line per member.
+fn info_one(input: &Input, verbosity: Verbosity) -> Result<()> {
+    let members = scan_input(input)?;
+    let first = &members[0];
+    let numerics = numerics_text(first.header.numerics_version);
+    let (recipe, model_file) = describe_recipe(&first.header);
+    let same_recipe = members.iter().all(|m| m.header == first.header);
+    let recipe = if same_recipe {
+        recipe
     } else {
-        format!(
-            "{} (this build computes version {}: cannot decode)",
-            layout.header.numerics_version,
-            format::NUMERICS_VERSION
-        )
+        format!("{recipe} (member 1; the members differ)")
     };
-    let (recipe, model_file) = describe_recipe(&layout.header);
-    let text = format!(
+    let raw: u64 = members.iter().map(|m| m.raw_len).sum();
+    let lmz: u64 = members.iter().map(|m| m.stream_len).sum();
+    let frames: u64 = members.iter().map(|m| m.frames).sum();
+    let mut text = format!(
         "{name}\n\
          \x20 format version:   {format}\n\
          \x20 numerics version: {numerics}\n\
@@ -404,22 +575,88 @@ fn info_one(input: &Input) -> Result<()> {
          \x20 original size:    {raw} bytes\n\
          \x20 compressed size:  {lmz} bytes\n\
          \x20 bits per byte:    {bpb:.3}\n\
-         \x20 frames:           {frames}\n\
-         \x20 CRC32:            {crc:08x}\n",
-        name = path.display(),
+         \x20 frames:           {frames}\n",
+        name = input.label(),
         format = format::FORMAT_VERSION,
-        raw = layout.raw_len,
-        lmz = layout.stream_len,
-        bpb = bits_per_byte(layout.stream_len, layout.raw_len),
-        frames = layout.frames,
-        crc = layout.trailer.crc,
+        bpb = bits_per_byte(lmz, raw),
     );
-    let mut stdout = io::stdout().lock();
-    stdout
-        .write_all(text.as_bytes())
-        .context("cannot write output")?;
-    stdout.flush().context("cannot write output")?;
-    Ok(())
+    if members.len() == 1 {
+        text += &format!("\x20 CRC32:            {:08x}\n", first.trailer.crc);
+    } else {
+        text += &format!("\x20 members:          {}\n", members.len());
+    }
+    if members.len() > 1 || verbosity >= Verbosity::Verbose {
+        for (i, m) in members.iter().enumerate() {
+            text += &format!(
+                "\x20 member {}: {} -> {} bytes, {:.3} bpb, {} frame{}, header {} bytes, \
+                 CRC32 {:08x}\n",
+                i + 1,
+                m.raw_len,
+                m.stream_len,
+                bits_per_byte(m.stream_len, m.raw_len),
+                m.frames,
+                if m.frames == 1 { "" } else { "s" },
+                16 + m.header.recipe.len(),
+                m.trailer.crc
+            );
+            if verbosity >= Verbosity::Verbose {
+                let (recipe, model_file) = describe_recipe(&m.header);
+                text += &format!(
+                    "\x20   numerics version {}, recipe {recipe}\n{model_file}",
+                    m.header.numerics_version
+                );
+            }
+        }
+    }
+    write_stdout(&text)
+}
+
+/// The numerics version of a file and whether this build decodes it.
+fn numerics_text(version: u8) -> String {
+    if version == format::NUMERICS_VERSION {
+        format!("{version} (decodable by this build)")
+    } else {
+        format!(
+            "{version} (this build computes version {}: cannot decode; {})",
+            format::NUMERICS_VERSION,
+            format::which_release_decodes(version)
+        )
+    }
+}
+
+/// The `-l` line of a file (after a header line before the first): members, sizes, ratio,
+/// bits per byte; with `-v`, a line per member below it.
+fn list_one(shared: &Shared, input: &Input, verbosity: Verbosity) -> Result<()> {
+    let members = scan_input(input)?;
+    let mut text = String::new();
+    if !shared.listed.replace(true) {
+        text += "members  compressed  uncompressed   ratio     bpb  name\n";
+    }
+    let row = |count: String, lmz: u64, raw: u64, name: &str| {
+        let ratio = if lmz == 0 {
+            0.0
+        } else {
+            raw as f64 / lmz as f64
+        };
+        format!(
+            "{count:>7} {lmz:>11} {raw:>13} {ratio:>7.3} {:>7.3}  {name}\n",
+            bits_per_byte(lmz, raw)
+        )
+    };
+    let raw: u64 = members.iter().map(|m| m.raw_len).sum();
+    let lmz: u64 = members.iter().map(|m| m.stream_len).sum();
+    text += &row(members.len().to_string(), lmz, raw, &input.label());
+    if verbosity >= Verbosity::Verbose {
+        for (i, m) in members.iter().enumerate() {
+            text += &row(
+                format!("#{}", i + 1),
+                m.stream_len,
+                m.raw_len,
+                &format!("  member {}", i + 1),
+            );
+        }
+    }
+    write_stdout(&text)
 }
 
 /// The stored recipe text, and a `model file:` line when the stream starts from one. A recipe

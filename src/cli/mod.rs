@@ -1,31 +1,37 @@
-//! The command-line front end: `lmzip compress | decompress | test | info`.
+//! The command-line front end: `lmzip [-z|-d|-t|-l]`, and the commands `compress | decompress |
+//! test | info | list | completions | man`.
 //!
-//! [`run`] parses the arguments ([`args`]), validates them into typed [`settings`] before any
-//! file is touched, runs the job on each input ([`jobs`]) and maps the outcome to an exit
-//! status:
+//! [`run`] reads the program's name and the level flags ([`argv`]), parses the arguments
+//! ([`args`]), validates them into typed [`settings`] before any file is touched, runs the job
+//! on each input ([`jobs`]) and maps the outcome to an exit status:
 //!
 //! | status | meaning |
 //! |---|---|
 //! | 0 | success |
 //! | 1 | an input failed (the others were still processed); one line `lmzip: FILE: cause` each |
 //! | 2 | usage error |
-//! | 130 | stopped by a signal; no partial output is left |
+//! | 130, 143, 129 | stopped by SIGINT, SIGTERM or SIGHUP (128 + the signal); no partial output is left |
 //! | 141 | the reader of standard output went away (broken pipe); quiet, like a shell pipeline |
 
 mod args;
+mod argv;
+mod blocks;
 mod files;
 mod jobs;
 mod progress;
 mod settings;
 mod signals;
+mod stats;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 pub use args::Cli;
 pub use settings::{Settings, Verbosity};
+
+use settings::Input;
 
 use progress::say;
 
@@ -44,14 +50,29 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = match Cli::try_parse_from(args) {
+    let args = argv::prepare(args.into_iter().map(Into::into).collect());
+    let cli = match parse(args) {
         Ok(cli) => cli,
-        Err(e) => {
-            // Help and version go to stdout with status 0; errors to stderr with status 2.
-            let _ = e.print();
-            return ExitCode::from(e.exit_code().clamp(0, 255) as u8);
-        }
+        Err(e) => return ExitCode::from(report_clap_error(&e)),
     };
+    match &cli.command {
+        Some(args::Command::Completions { shell }) => {
+            let mut command = command();
+            clap_complete::generate(*shell, &mut command, "lmzip", &mut std::io::stdout());
+            return ExitCode::SUCCESS;
+        }
+        Some(args::Command::Man) => {
+            let page = clap_mangen::Man::new(command());
+            return match page.render(&mut std::io::stdout()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    say(format_args!("lmzip: cannot write the manual page: {e}"));
+                    ExitCode::from(FAILURE_STATUS)
+                }
+            };
+        }
+        _ => {}
+    }
     let settings = match Settings::from_cli(cli) {
         Ok(s) => s,
         Err(e) => {
@@ -65,6 +86,7 @@ where
         say(format_args!("lmzip: {e}"));
         return ExitCode::from(USAGE_STATUS);
     }
+    progress::set_bars(!settings.no_progress);
     let shared = match jobs::Shared::prepare(&settings) {
         Ok(shared) => shared,
         Err((status, e)) => {
@@ -73,11 +95,59 @@ where
         }
     };
     if let Err(e) = signals::install()
-        && settings.verbosity == Verbosity::Verbose
+        && settings.verbosity >= Verbosity::Verbose
     {
         say(format_args!("lmzip: warning: cannot handle signals: {e}"));
     }
     ExitCode::from(run_all(&settings, &shared))
+}
+
+/// The version line: the release, and the versions of the file format and of the numerics a
+/// build writes and reads (a file decodes only with its own numerics version).
+pub fn version_text() -> String {
+    format!(
+        "{} (format version {}, numerics version {})",
+        env!("CARGO_PKG_VERSION"),
+        crate::format::FORMAT_VERSION,
+        crate::format::NUMERICS_VERSION
+    )
+}
+
+/// The clap command with the full version text.
+fn command() -> clap::Command {
+    // clap keeps a borrowed version string; the command is built once or twice per process.
+    let version: &'static str = Box::leak(version_text().into_boxed_str());
+    Cli::command().version(version)
+}
+
+fn parse(args: Vec<OsString>) -> Result<Cli, clap::Error> {
+    let matches = command().try_get_matches_from(args)?;
+    Cli::from_arg_matches(&matches)
+}
+
+/// Prints a clap error (or help, or version) and returns its exit status. Errors take the one
+/// prefix every lmzip error has.
+fn report_clap_error(e: &clap::Error) -> u8 {
+    let status = e.exit_code().clamp(0, 255) as u8;
+    if !e.use_stderr() {
+        let _ = e.print();
+        return status;
+    }
+    // A level out of range: the parser's own sentence says it all (the user may have typed
+    // `-19`, not `--level 19`).
+    if e.kind() == clap::error::ErrorKind::ValueValidation
+        && let Some(clap::error::ContextValue::String(arg)) =
+            e.get(clap::error::ContextKind::InvalidArg)
+        && arg.starts_with("--level")
+        && let Some(cause) = std::error::Error::source(e)
+    {
+        say(format_args!("lmzip: {cause}"));
+        return status;
+    }
+    let text = e.render().to_string();
+    let text = text.strip_prefix("error: ").unwrap_or(&text);
+    say(format_args!("lmzip: {}", text.trim_end()));
+    status
 }
 
 /// What an error means for the run as a whole.
@@ -104,10 +174,39 @@ fn classify(err: &anyhow::Error) -> Failure {
     Failure::Input
 }
 
+/// The inputs a run works on: with `-r`, a directory stands for the files under it that the
+/// job takes (compression: those without the suffix; the others: those with it).
+fn expand(settings: &Settings, input: &Input) -> Result<Vec<Input>, anyhow::Error> {
+    let Input::File(path) = input else {
+        return Ok(vec![input.clone()]);
+    };
+    let is_dir = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir());
+    if !settings.recursive || !is_dir {
+        return Ok(vec![input.clone()]);
+    }
+    let compressing = matches!(settings.job, settings::Job::Compress { .. });
+    let files = files::walk(path).map_err(|e| anyhow::anyhow!("cannot read the directory: {e}"))?;
+    Ok(files
+        .into_iter()
+        .filter(|f| settings::has_suffix(f, &settings.suffix) != compressing)
+        .map(Input::File)
+        .collect())
+}
+
 /// Runs the job on every input and returns the exit status.
 fn run_all(settings: &Settings, shared: &jobs::Shared) -> u8 {
     let mut status = 0;
+    let mut inputs = Vec::new();
     for input in &settings.inputs {
+        match expand(settings, input) {
+            Ok(found) => inputs.extend(found),
+            Err(err) => {
+                say(format_args!("lmzip: {}: {err:#}", input.label()));
+                status = 1;
+            }
+        }
+    }
+    for input in &inputs {
         let Err(err) = jobs::run_one(settings, shared, input) else {
             continue;
         };
@@ -118,13 +217,13 @@ fn run_all(settings: &Settings, shared: &jobs::Shared) -> u8 {
                 status = 1;
             }
             // Quiet, as when the signal kills a process: the user asked for it.
-            Failure::Interrupted => return signals::INTERRUPTED_STATUS,
+            Failure::Interrupted => return signals::interrupted_status(),
             Failure::BrokenPipe => return BROKEN_PIPE_STATUS,
         }
     }
     // A signal after the last check still means the run was stopped.
     if signals::check().is_err() {
-        return signals::INTERRUPTED_STATUS;
+        return signals::interrupted_status();
     }
     status
 }

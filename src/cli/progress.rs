@@ -5,6 +5,7 @@
 //! codec calls it every few thousand bytes, whether or not a bar is shown.
 
 use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
@@ -20,6 +21,21 @@ const BAR_KNOWN_TOTAL: &str = "{prefix} {wide_bar} {decimal_bytes}/{decimal_tota
 const BAR_UNKNOWN_TOTAL: &str =
     "{prefix} {spinner} {decimal_bytes} {decimal_bytes_per_sec} {msg} {elapsed}";
 
+/// Whether bars may be shown at all (`--no-progress` turns them off for the whole run).
+static BARS: AtomicBool = AtomicBool::new(true);
+
+/// Allows or forbids progress bars for the rest of the run.
+pub fn set_bars(allowed: bool) {
+    BARS.store(allowed, Ordering::Relaxed);
+}
+
+/// Whether the one-line summary of a file is said: always with `-v`, and by default when
+/// stderr is a terminal (someone watches), as zstd does.
+pub fn wants_summary(verbosity: Verbosity) -> bool {
+    verbosity >= Verbosity::Verbose
+        || (verbosity == Verbosity::Normal && std::io::stderr().is_terminal())
+}
+
 /// Progress of one file (or one phase of it, such as `--verify`).
 pub struct Meter {
     bar: Option<ProgressBar>,
@@ -29,7 +45,9 @@ pub struct Meter {
 impl Meter {
     /// A meter whose bar shows only when stderr is a terminal and the run is not quiet.
     pub fn new(verbosity: Verbosity, label: &str, total: Option<u64>) -> Self {
-        let show = verbosity > Verbosity::Quiet && std::io::stderr().is_terminal();
+        let show = verbosity > Verbosity::Quiet
+            && BARS.load(Ordering::Relaxed)
+            && std::io::stderr().is_terminal();
         let bar = show.then(|| {
             let (bar, template) = match total {
                 Some(n) => (ProgressBar::new(n), BAR_KNOWN_TOTAL),
@@ -53,7 +71,8 @@ impl Meter {
         signals::check()?;
         if let Some(bar) = &self.bar {
             // The message first: moving the position redraws.
-            bar.set_message(format!("{:.3} bpb", p.bits_per_byte()));
+            // The container included, as in the summary line.
+            bar.set_message(format!("{:.3} bpb", p.stream_bits_per_byte()));
             bar.set_position(p.bytes);
         }
         Ok(())
@@ -102,7 +121,7 @@ pub fn kb_per_second(bytes: u64, took: Duration) -> f64 {
     }
 }
 
-/// The `-v` line: `NAME: IN -> OUT bytes, BPB bpb, KB/s KB/s, TARGET`.
+/// The summary line: `NAME: IN -> OUT bytes, BPB bpb, KB/s KB/s, TARGET`.
 pub fn summary(
     label: &str,
     bytes_in: u64,

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-use super::args::{Cli, Command, ModelArgs, OutputArgs};
+use super::args::{Cli, Command, CompressArgs, InputArgs, ModelArgs, OutputArgs};
 use crate::levels;
 use crate::modelfile::Weights;
 use crate::params::Scope;
@@ -20,7 +20,10 @@ pub const DEFAULT_MODEL: ModelKind = ModelKind::Mamba1;
 pub enum Verbosity {
     Quiet,
     Normal,
+    /// `-v`: a summary line per file.
     Verbose,
+    /// `-vv`: also a line per member, and the recipe.
+    Detailed,
 }
 
 /// One thing to read.
@@ -67,6 +70,13 @@ pub struct OutputSettings {
     pub remove_source: bool,
 }
 
+/// Independent blocks (`--block-size`), coded by `threads` threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockPlan {
+    pub size: u64,
+    pub threads: usize,
+}
+
 /// What to do with every input.
 #[derive(Clone, Debug)]
 pub enum Job {
@@ -78,6 +88,10 @@ pub enum Job {
         save_weights: Option<PathBuf>,
         /// The announced length of the input.
         size: Option<u64>,
+        /// Cut the input into independent members.
+        blocks: Option<BlockPlan>,
+        /// Where to write the learning curve.
+        stats: Option<PathBuf>,
     },
     Decompress {
         output: OutputSettings,
@@ -85,6 +99,7 @@ pub enum Job {
     },
     Test,
     Info,
+    List,
 }
 
 /// A whole run, validated.
@@ -95,7 +110,16 @@ pub struct Settings {
     pub verbosity: Verbosity,
     /// The model file the run starts from (`--weights`, or `file:PATH` in the recipe).
     pub weights: Option<PathBuf>,
+    /// Never show a progress bar.
+    pub no_progress: bool,
+    /// Directories given as inputs stand for the files in them.
+    pub recursive: bool,
+    /// The suffix of compressed files (`.lmz`).
+    pub suffix: String,
 }
+
+/// The suffix of compressed files unless `-S` names another.
+pub const DEFAULT_SUFFIX: &str = ".lmz";
 
 /// How the recipe of a compression is made: the level's recipe, edited by `--recipe`, then by
 /// the knobs. Building it may need the model file (its sizes and model kind), so it waits for
@@ -183,7 +207,7 @@ impl RecipePlan {
         let template = levels::recipe(kind, self.level);
         let mut recipe = match (&self.text, file_base) {
             (Some(text), file) => template
-                .edit(text, file.as_ref())
+                .edit_from_level(text, file.as_ref())
                 .map_err(anyhow::Error::new)
                 .context("--recipe")?,
             (None, Some(file)) => Recipe {
@@ -276,57 +300,70 @@ impl Knobs {
 impl Settings {
     /// Checks the command line; every error is a usage error.
     pub fn from_cli(cli: Cli) -> Result<Self> {
-        let verbosity = match (cli.quiet, cli.verbose) {
+        let verbosity = match (cli.talk.quiet, cli.talk.verbose) {
             (true, _) => Verbosity::Quiet,
-            (false, true) => Verbosity::Verbose,
-            (false, false) => Verbosity::Normal,
+            (false, 0) => Verbosity::Normal,
+            (false, 1) => Verbosity::Verbose,
+            (false, _) => Verbosity::Detailed,
         };
-        let (job, files, weights) = match cli.command {
-            Command::Compress(a) => {
-                let plan = RecipePlan::from_args(&a.model, a.level.level());
-                let weights = match (&a.weights.weights, plan.file_in_text()) {
-                    (Some(_), Some(_)) => {
-                        bail!("the model file is given twice (--weights and file: in --recipe)")
-                    }
-                    (w, t) => w.clone().or(t),
-                };
-                if weights.is_none() {
-                    // Everything can be checked now.
-                    plan.build(None)?;
+        let (job, input, weights) = match cli.command {
+            None => {
+                // With -d, -t or -l the compression options are ignored, as zstd ignores a
+                // level: `tar -I 'lmzip -3 --hidden 64'` then works both ways.
+                let mode = &cli.mode;
+                let a = cli.top;
+                if mode.decompress {
+                    let output = output_from(&a.output, a.input.files.len())?;
+                    one_input_for(
+                        &a.weights.save_weights,
+                        "--save-weights",
+                        a.input.files.len(),
+                    )?;
+                    let job = Job::Decompress {
+                        output,
+                        save_weights: a.weights.save_weights,
+                    };
+                    (job, a.input, a.weights.weights)
+                } else if mode.test {
+                    (Job::Test, a.input, a.weights.weights)
+                } else if mode.list {
+                    (Job::List, a.input, None)
+                } else {
+                    compress_job(a)?
                 }
-                let output = output_from(&a.output, a.files.len())?;
-                one_input_for(&a.weights.save_weights, "--save-weights", a.files.len())?;
-                one_input_for(&a.size, "--size", a.files.len())?;
-                let job = Job::Compress {
-                    plan: Box::new(plan),
-                    verify: a.verify,
-                    output,
-                    save_weights: a.weights.save_weights,
-                    size: a.size,
-                };
-                (job, a.files, weights)
             }
-            Command::Decompress(a) => {
-                let output = output_from(&a.output, a.files.len())?;
-                one_input_for(&a.weights.save_weights, "--save-weights", a.files.len())?;
+            Some(Command::Compress(a)) => compress_job(a)?,
+            Some(Command::Decompress(a)) => {
+                let output = output_from(&a.output, a.input.files.len())?;
+                one_input_for(
+                    &a.weights.save_weights,
+                    "--save-weights",
+                    a.input.files.len(),
+                )?;
                 let job = Job::Decompress {
                     output,
                     save_weights: a.weights.save_weights,
                 };
-                (job, a.files, a.weights.weights)
+                (job, a.input, a.weights.weights)
             }
-            Command::Test(a) => (Job::Test, a.files, a.weights),
-            Command::Info(a) => {
-                if a.files.iter().any(|f| f.as_os_str() == "-") {
-                    bail!("info reads files, not standard input (it seeks over the coded data)");
-                }
-                (Job::Info, a.files, None)
+            Some(Command::Test(a)) => (Job::Test, a.input, a.weights),
+            Some(Command::Info(a)) => (Job::Info, files_only(a.files), None),
+            Some(Command::List(a)) => (Job::List, files_only(a.files), None),
+            Some(Command::Completions { .. } | Command::Man) => {
+                bail!("completions and man are handled before settings")
             }
         };
-        let inputs = if files.is_empty() {
+        let suffix = input
+            .suffix
+            .clone()
+            .unwrap_or_else(|| DEFAULT_SUFFIX.to_string());
+        if suffix.is_empty() || suffix.contains(std::path::is_separator) {
+            bail!("-S/--suffix must be a non-empty name ending, such as .lmz");
+        }
+        let inputs = if input.files.is_empty() {
             vec![Input::Stdin]
         } else {
-            files.into_iter().map(Input::from_arg).collect()
+            input.files.into_iter().map(Input::from_arg).collect()
         };
         if inputs.iter().filter(|i| **i == Input::Stdin).count() > 1 {
             bail!("standard input can be read only once");
@@ -336,7 +373,78 @@ impl Settings {
             inputs,
             verbosity,
             weights,
+            no_progress: cli.talk.no_progress,
+            recursive: input.recursive,
+            suffix,
         })
+    }
+}
+
+fn files_only(files: Vec<PathBuf>) -> InputArgs {
+    InputArgs {
+        files,
+        recursive: false,
+        suffix: None,
+    }
+}
+
+/// The compression job of `lmzip compress` and of `lmzip` without a command.
+fn compress_job(a: CompressArgs) -> Result<(Job, InputArgs, Option<PathBuf>)> {
+    let plan = RecipePlan::from_args(&a.model, a.level.level);
+    let weights = match (&a.weights.weights, plan.file_in_text()) {
+        (Some(_), Some(_)) => {
+            bail!("the model file is given twice (--weights and file: in --recipe)")
+        }
+        (w, t) => w.clone().or(t),
+    };
+    if weights.is_none() {
+        // Everything can be checked now.
+        plan.build(None)?;
+    }
+    let n_files = a.input.files.len();
+    let output = output_from(&a.output, n_files)?;
+    one_input_for(&a.weights.save_weights, "--save-weights", n_files)?;
+    one_input_for(&a.size, "--size", n_files)?;
+    one_input_for(&a.stats, "--stats", n_files)?;
+    if a.input.recursive && (a.stats.is_some() || a.weights.save_weights.is_some()) {
+        bail!("--stats and --save-weights take a single input, not -r");
+    }
+    let blocks = match a.blocks.block_size {
+        Some(size) => {
+            for (flag, given) in [
+                ("--size", a.size.is_some()),
+                ("--save-weights", a.weights.save_weights.is_some()),
+                ("--stats", a.stats.is_some()),
+            ] {
+                if given {
+                    bail!("{flag} works on one stream of one model, not with --block-size");
+                }
+            }
+            Some(BlockPlan {
+                size,
+                threads: resolve_threads(a.blocks.threads),
+            })
+        }
+        None => None,
+    };
+    let job = Job::Compress {
+        plan: Box::new(plan),
+        verify: a.verify,
+        output,
+        save_weights: a.weights.save_weights,
+        size: a.size,
+        blocks,
+        stats: a.stats,
+    };
+    Ok((job, a.input, weights))
+}
+
+/// `-T 0` means one thread per core.
+fn resolve_threads(threads: usize) -> usize {
+    if threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        threads
     }
 }
 
@@ -373,22 +481,43 @@ fn output_from(args: &OutputArgs, n_files: usize) -> Result<OutputSettings> {
     })
 }
 
-/// The output name of compressing `path`: `FILE.lmz`.
-pub fn compressed_name(path: &Path) -> PathBuf {
+/// The output name of compressing `path`: `FILE` and the suffix (`FILE.lmz`).
+pub fn compressed_name(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
-    name.push(".lmz");
+    name.push(suffix);
     PathBuf::from(name)
 }
 
-/// The output name of decompressing `path`: the name without its `.lmz` suffix.
-pub fn decompressed_name(path: &Path) -> Result<PathBuf> {
+/// Whether `path`'s file name ends in `suffix` (compared as bytes: a name need not be valid
+/// Unicode).
+pub fn has_suffix(path: &Path, suffix: &str) -> bool {
+    path.file_name()
+        .is_some_and(|n| n.as_encoded_bytes().ends_with(suffix.as_bytes()))
+}
+
+/// The output name of decompressing `path`: the name without its suffix.
+pub fn decompressed_name(path: &Path, suffix: &str) -> Result<PathBuf> {
     let file_name = path.file_name().unwrap_or_default();
-    // Compare bytes, not UTF-8: a name need not be valid Unicode to end in ".lmz".
     let bytes = file_name.as_encoded_bytes();
-    match bytes.strip_suffix(b".lmz") {
-        Some([]) => bail!("has no name before its .lmz suffix (use -o to name the output)"),
-        Some(_) => Ok(path.with_extension("")),
-        None => bail!("has no .lmz suffix (use -o or -c to name the output)"),
+    match bytes.strip_suffix(suffix.as_bytes()) {
+        Some([]) => bail!("has no name before its {suffix} suffix (use -o to name the output)"),
+        Some(stem) => Ok(path.with_file_name(name_from_bytes(stem)?)),
+        None => bail!("has no {suffix} suffix (use -o or -c to name the output)"),
+    }
+}
+
+/// A file name from its bytes (a prefix of another name's bytes).
+#[cfg(unix)]
+fn name_from_bytes(bytes: &[u8]) -> Result<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStrExt;
+    Ok(std::ffi::OsStr::from_bytes(bytes).to_owned())
+}
+
+#[cfg(not(unix))]
+fn name_from_bytes(bytes: &[u8]) -> Result<std::ffi::OsString> {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => Ok(s.into()),
+        Err(_) => bail!("has a name that is not valid Unicode (use -o to name the output)"),
     }
 }
 
@@ -398,7 +527,8 @@ mod tests {
     use clap::Parser;
 
     fn settings(args: &[&str]) -> Result<Settings> {
-        let cli = Cli::try_parse_from(std::iter::once("lmzip").chain(args.iter().copied()))?;
+        let args = std::iter::once("lmzip").chain(args.iter().copied());
+        let cli = Cli::try_parse_from(super::super::argv::prepare(args.map(Into::into).collect()))?;
         Settings::from_cli(cli)
     }
 
@@ -421,7 +551,7 @@ mod tests {
         ])
         .unwrap();
         let expected = crate::levels::default_recipe(DEFAULT_MODEL)
-            .edit("cfg:hidden=16,layers=1 0..:train(lr=0.01,bptt=16)", None)
+            .edit_from_level("cfg:hidden=16,layers=1 0..:train(lr=0.01,bptt=16)", None)
             .unwrap();
         assert_eq!(r, expected);
     }
@@ -441,19 +571,19 @@ mod tests {
             (
                 &["compress", "-2", "--recipe", "0..50%:train() 50%..:infer"],
                 levels::recipe(DEFAULT_MODEL, 2)
-                    .edit("0..50%:train() 50%..:infer", None)
+                    .edit_from_level("0..50%:train() 50%..:infer", None)
                     .unwrap(),
             ),
             (
                 &["compress", "--recipe", "rwkv7 cfg:layers=1", "--lr", "0.01"],
                 levels::recipe(ModelKind::Rwkv7, levels::DEFAULT_LEVEL)
-                    .edit("cfg:layers=1 0..:train(lr=0.01,bptt=16)", None)
+                    .edit_from_level("cfg:layers=1 0..:train(lr=0.01,bptt=16)", None)
                     .unwrap(),
             ),
             (
                 &["compress", "--optimizer", "none"],
                 crate::levels::default_recipe(DEFAULT_MODEL)
-                    .edit("0..:infer", None)
+                    .edit_from_level("0..:infer", None)
                     .unwrap(),
             ),
             (
@@ -465,13 +595,13 @@ mod tests {
                     "2",
                 ],
                 crate::levels::default_recipe(DEFAULT_MODEL)
-                    .edit("0..:train(bptt=2,stride=8)", None)
+                    .edit_from_level("0..:train(bptt=2,stride=8)", None)
                     .unwrap(),
             ),
             (
                 &["compress", "--bptt", "8", "--stride", "32"],
                 levels::recipe(DEFAULT_MODEL, levels::DEFAULT_LEVEL)
-                    .edit("0..:train(lr=0.0005,bptt=8,stride=32)", None)
+                    .edit_from_level("0..:train(lr=0.0005,bptt=8,stride=32)", None)
                     .unwrap(),
             ),
         ] {
@@ -488,6 +618,23 @@ mod tests {
     }
 
     #[test]
+    fn a_recipe_takes_what_it_leaves_out_from_the_level() {
+        let r = recipe(&["compress", "-3", "--recipe", "0..:train(lr=0.001)"]).unwrap();
+        let level = levels::recipe(DEFAULT_MODEL, 3);
+        let (Some(Action::Train(t)), Some(Action::Train(l))) =
+            (r.actions().next(), level.actions().next())
+        else {
+            panic!("both train");
+        };
+        assert_eq!(t.lr, 0.001);
+        assert_eq!(
+            (t.bptt, t.stride, t.optimizer),
+            (l.bptt, l.stride, l.optimizer)
+        );
+        assert_eq!(l.bptt, 16, "the level's window, not one-step training");
+    }
+
+    #[test]
     fn bad_settings_are_refused() {
         for args in [
             &["compress", "--bptt", "0"][..],
@@ -497,9 +644,12 @@ mod tests {
             &["compress", "-o", "x", "a", "b"],
             &["decompress", "-o", "", "a"],
             &["compress", "-", "-"],
-            &["info", "-"],
-            &["compress", "-1", "-2"],
+            &["info", "-", "-"],
             &["compress", "--level", "10"],
+            &["compress", "-S", ""],
+            &["compress", "-S", "a/b"],
+            &["compress", "--block-size", "1K", "--size", "9"],
+            &["compress", "--stats", "s.tsv", "a", "b"],
             &["compress", "--recipe", "cfg:hiden=3"],
             &["compress", "--model", "rwkv7", "--recipe", "mamba1"],
             &["compress", "--recipe", "0..:infer", "--lr", "0.1"],
@@ -525,20 +675,32 @@ mod tests {
 
     #[test]
     fn names_are_derived_and_checked() {
+        let lmz = DEFAULT_SUFFIX;
         assert_eq!(
-            compressed_name(Path::new("d/a.txt")),
+            compressed_name(Path::new("d/a.txt"), lmz),
             Path::new("d/a.txt.lmz")
         );
         assert_eq!(
-            decompressed_name(Path::new("d/a.txt.lmz")).unwrap(),
+            decompressed_name(Path::new("d/a.txt.lmz"), lmz).unwrap(),
             Path::new("d/a.txt")
         );
         assert_eq!(
-            decompressed_name(Path::new("a.lmz")).unwrap(),
+            decompressed_name(Path::new("a.lmz"), lmz).unwrap(),
             Path::new("a")
         );
-        assert!(decompressed_name(Path::new("d/.lmz")).is_err());
-        assert!(decompressed_name(Path::new("a.txt")).is_err());
-        assert!(decompressed_name(Path::new("a.LMZ")).is_err());
+        assert!(decompressed_name(Path::new("d/.lmz"), lmz).is_err());
+        assert!(decompressed_name(Path::new("a.txt"), lmz).is_err());
+        assert!(decompressed_name(Path::new("a.LMZ"), lmz).is_err());
+        // Another suffix, with more than one dot.
+        assert_eq!(
+            compressed_name(Path::new("a.tar"), ".nn.z"),
+            Path::new("a.tar.nn.z")
+        );
+        assert_eq!(
+            decompressed_name(Path::new("d/a.tar.nn.z"), ".nn.z").unwrap(),
+            Path::new("d/a.tar")
+        );
+        assert!(has_suffix(Path::new("d/x.lmz"), lmz));
+        assert!(!has_suffix(Path::new("d.lmz/x"), lmz));
     }
 }

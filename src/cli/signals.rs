@@ -11,16 +11,16 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
-/// Exit status of a run stopped by a signal: 128 + SIGINT, as shells report it.
-pub const INTERRUPTED_STATUS: u8 = 130;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 /// How long a signalled run may take to reach its next check before the handler ends it.
 pub const GRACE: Duration = Duration::from_secs(1);
 
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// The first signal that came (0: none).
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
 
 /// Temporary files in progress, for the handler's own cleanup.
 static PENDING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
@@ -39,34 +39,51 @@ impl std::error::Error for Interrupted {}
 
 /// Installs the handler for SIGINT, SIGTERM and SIGHUP. Failing to install it is not fatal: the
 /// signals then keep their default action (the process dies, and may leave a temporary file).
-pub fn install() -> Result<(), ctrlc::Error> {
-    ctrlc::set_handler(|| {
-        if INTERRUPTED.swap(true, Ordering::SeqCst) {
-            escape();
-        }
-        // ctrlc runs this handler on its own thread, one signal at a time: wait elsewhere, so
-        // that a second signal is still seen at once.
-        let spawned = std::thread::Builder::new().spawn(|| {
-            std::thread::sleep(GRACE);
-            escape();
-        });
-        if spawned.is_err() {
-            escape();
-        }
-    })
+pub fn install() -> std::io::Result<()> {
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            for signal in signals.forever() {
+                if SIGNAL
+                    .compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_err()
+                {
+                    escape();
+                }
+                // Signals arrive on this thread one at a time: wait elsewhere, so that a
+                // second signal is still seen at once.
+                let spawned = std::thread::Builder::new().spawn(|| {
+                    std::thread::sleep(GRACE);
+                    escape();
+                });
+                if spawned.is_err() {
+                    escape();
+                }
+            }
+        })?;
+    Ok(())
 }
 
-/// Removes the pending temporary files and exits with [`INTERRUPTED_STATUS`].
+/// Exit status of a run stopped by a signal: 128 + its number, as shells report it (130 for
+/// SIGINT, 143 for SIGTERM, 129 for SIGHUP).
+pub fn interrupted_status() -> u8 {
+    let signal = SIGNAL.load(Ordering::SeqCst);
+    let signal = if signal == 0 { SIGINT } else { signal };
+    (128 + signal).clamp(0, 255) as u8
+}
+
+/// Removes the pending temporary files and exits with [`interrupted_status`].
 fn escape() -> ! {
     for path in pending().drain(..) {
         let _ = std::fs::remove_file(path);
     }
-    std::process::exit(i32::from(INTERRUPTED_STATUS));
+    std::process::exit(i32::from(interrupted_status()));
 }
 
 /// `Err(Interrupted)` once a signal has come.
 pub fn check() -> Result<(), Interrupted> {
-    if INTERRUPTED.load(Ordering::SeqCst) {
+    if SIGNAL.load(Ordering::SeqCst) != 0 {
         Err(Interrupted)
     } else {
         Ok(())

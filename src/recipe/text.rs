@@ -156,8 +156,30 @@ impl Recipe {
     /// ([`TrainSpec::defaults`]). `file` is the loaded model file's base when the text (or the
     /// caller) names one.
     pub fn edit(&self, text: &str, file: Option<&Base>) -> Result<Recipe, RecipeError> {
+        self.edit_with(text, file, false)
+    }
+
+    /// [`Recipe::edit`], except that `train` keys left out take the values of this recipe's
+    /// first `train` (a level's window and rate), as `--recipe` promises; the defaults only
+    /// when it has none.
+    pub fn edit_from_level(&self, text: &str, file: Option<&Base>) -> Result<Recipe, RecipeError> {
+        self.edit_with(text, file, true)
+    }
+
+    fn edit_with(
+        &self,
+        text: &str,
+        file: Option<&Base>,
+        keys_from_self: bool,
+    ) -> Result<Recipe, RecipeError> {
         let kind = file.map_or(self.kind(), |b| b.config().kind());
-        let p = Parser::new(text, false);
+        let mut p = Parser::new(text, false);
+        if keys_from_self && kind == self.kind() {
+            p.train_defaults = self.actions().find_map(|a| match a {
+                Action::Train(t) => Some(*t),
+                _ => None,
+            });
+        }
         let frag = p.parse(declared_kind(text).unwrap_or(kind))?;
         if let Some((named, loc)) = frag.kind
             && named != kind
@@ -370,6 +392,9 @@ struct Parser<'a> {
     text: &'a str,
     /// Complete recipes must give every key.
     strict: bool,
+    /// What `train` keys left out take: the level's training when a recipe edits a level,
+    /// else [`TrainSpec::defaults`].
+    train_defaults: Option<TrainSpec>,
 }
 
 /// A cursor over the text.
@@ -419,7 +444,11 @@ impl<'a> Cursor<'a> {
 
 impl<'a> Parser<'a> {
     fn new(text: &'a str, strict: bool) -> Self {
-        Parser { text, strict }
+        Parser {
+            text,
+            strict,
+            train_defaults: None,
+        }
     }
 
     fn error(&self, at: usize, len: usize, message: String) -> RecipeError {
@@ -786,7 +815,10 @@ impl<'a> Parser<'a> {
         kind: ModelKind,
         at: usize,
     ) -> Result<TrainSpec, RecipeError> {
-        let mut spec = TrainSpec::defaults(kind);
+        let defaults = self
+            .train_defaults
+            .unwrap_or_else(|| TrainSpec::defaults(kind));
+        let mut spec = defaults;
         let mut stride = None;
         let mut given: Vec<&str> = Vec::new();
         if c.eat("(") {
@@ -858,8 +890,13 @@ impl<'a> Parser<'a> {
                 ));
             }
         }
-        // Contiguous segments unless a stride says otherwise.
-        spec.stride = stride.unwrap_or(spec.bptt);
+        // Without a stride, contiguous segments stay contiguous and a stride with gaps keeps
+        // its gaps (as the --bptt knob does).
+        spec.stride = stride.unwrap_or(if defaults.stride == defaults.bptt {
+            spec.bptt
+        } else {
+            defaults.stride.max(spec.bptt)
+        });
         spec.validate(kind)
             .map_err(|e| self.error(loc.0, loc.1, e.to_string()))?;
         Ok(spec)
@@ -971,6 +1008,39 @@ mod tests {
              0..64K:train(scope=all,opt=sgd,lr=0.05,stride=1,bptt=1,clip=0) 64K..90%:infer \
              90%..:repeat(1K:train(scope=head+bias,opt=adam,lr=0.002,stride=16,bptt=8,clip=0),\
              3K:infer)"
+        );
+        // From a level, keys left out come from the level's training; a template without any
+        // takes the defaults of a bare train.
+        let from_level = mamba().edit_from_level("0..:train(opt=sgd)", None).unwrap();
+        assert!(
+            from_level
+                .to_text()
+                .ends_with("0..:train(scope=all,opt=sgd,lr=0.0005,stride=16,bptt=16,clip=0)"),
+            "{}",
+            from_level.to_text()
+        );
+        let bare = mamba()
+            .edit("0..:infer", None)
+            .unwrap()
+            .edit_from_level("0..:train(lr=0.01)", None)
+            .unwrap();
+        assert_eq!(
+            bare.to_text()
+                .split_once(' ')
+                .unwrap()
+                .1
+                .split_once(' ')
+                .unwrap()
+                .1,
+            "0..:train(scope=all,opt=adam,lr=0.01,stride=1,bptt=1,clip=0)"
+        );
+        // A window given alone keeps segments contiguous, or keeps the template's gaps.
+        let gappy = mamba().edit("0..:train(bptt=4,stride=64)", None).unwrap();
+        let edited = gappy.edit_from_level("0..:train(bptt=8)", None).unwrap();
+        assert!(
+            edited.to_text().ends_with("stride=64,bptt=8,clip=0)"),
+            "{}",
+            edited.to_text()
         );
         assert_eq!(Recipe::parse(&r.to_text()).unwrap(), r);
         // Rules alone keep the base; a base alone keeps the schedule.

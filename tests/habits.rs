@@ -1,0 +1,437 @@
+//! The command line people know from gzip and zstd: `lmzip` without a command, `tar -I lmzip`,
+//! the `unlmzip` and `lmzcat` names, `-N` levels, `-S`, `-r`, `-q/-v/-vv`, `--no-progress`,
+//! symbolic links, `--version`, completions and the manual page, `--stats`.
+//!
+//! Every run uses the tiny Mamba-1 (`--hidden 16 --layers 1`) so that the suite stays fast.
+
+use std::fs;
+use std::path::Path;
+use std::process::Output;
+
+use tempfile::TempDir;
+
+const BIN: &str = env!("CARGO_BIN_EXE_lmzip");
+const TINY: &[&str] = &["--hidden", "16", "--layers", "1"];
+
+fn run_as(program: &str, dir: &Path, args: &[&str], stdin: &[u8]) -> Output {
+    let out = assert_cmd::Command::new(program)
+        .current_dir(dir)
+        .args(args)
+        .write_stdin(stdin.to_vec())
+        .output()
+        .expect("lmzip runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "lmzip panicked: {err}");
+    out
+}
+
+fn run(dir: &Path, args: &[&str], stdin: &[u8]) -> Output {
+    run_as(BIN, dir, args, stdin)
+}
+
+/// `lmzip` (no command) with the tiny model, then `args`.
+fn tiny(dir: &Path, args: &[&str], stdin: &[u8]) -> Output {
+    let all: Vec<&str> = TINY.iter().chain(args).copied().collect();
+    run(dir, &all, stdin)
+}
+
+#[track_caller]
+fn ok(out: Output) -> Output {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+fn text(n: usize) -> Vec<u8> {
+    let line = b"tar pipes and members; gzip, xz and zstd habits.\n";
+    line.iter().copied().cycle().take(n).collect()
+}
+
+#[test]
+fn without_a_command_lmzip_compresses_and_dzt_choose_the_operation() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    let data = text(900);
+    // Standard input to standard output.
+    let packed = ok(tiny(d, &[], &data)).stdout;
+    assert!(packed.starts_with(b"LMZ\x1a"));
+    assert_eq!(ok(run(d, &["-d"], &packed)).stdout, data);
+    assert_eq!(ok(run(d, &["--decompress"], &packed)).stdout, data);
+    // -z is the default; the last of -z/-d/-t/-l wins; files work as with the commands.
+    fs::write(d.join("f"), &data).unwrap();
+    ok(tiny(d, &["-d", "-z", "f"], b""));
+    assert_eq!(fs::read(d.join("f.lmz")).unwrap(), packed);
+    let out = ok(run(d, &["-t", "f.lmz"], b""));
+    assert_eq!(stderr(&out), "f.lmz: ok\n");
+    fs::remove_file(d.join("f")).unwrap();
+    ok(run(d, &["-d", "f.lmz"], b""));
+    assert_eq!(fs::read(d.join("f")).unwrap(), data, "-k is the default");
+    assert!(d.join("f.lmz").exists());
+    // --rm removes the source; -c writes to standard output.
+    ok(run(d, &["-d", "-f", "--rm", "f.lmz"], b""));
+    assert_eq!(listing(d), ["f"]);
+    let out = ok(tiny(d, &["-c", "f"], b""));
+    assert_eq!(out.stdout, packed);
+    // Compression options are ignored with -d (the file holds its recipe).
+    assert_eq!(ok(tiny(d, &["-9", "-d"], &packed)).stdout, data);
+}
+
+#[test]
+fn tar_runs_lmzip_both_ways() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    fs::create_dir_all(d.join("tree/sub")).unwrap();
+    fs::write(d.join("tree/a.txt"), text(700)).unwrap();
+    fs::write(d.join("tree/sub/b.bin"), [0u8, 1, 2, 3, 255]).unwrap();
+    let program = format!("{BIN} -1 --hidden 16 --layers 1");
+    let tar = |args: &[&str], cwd: &Path| {
+        let out = std::process::Command::new("tar")
+            .current_dir(cwd)
+            .args(args)
+            .output()
+            .expect("tar runs (GNU tar is needed for this test)");
+        assert!(
+            out.status.success(),
+            "tar {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    tar(&["-I", &program, "-cf", "x.tar.lmz", "tree"], d);
+    let packed = fs::read(d.join("x.tar.lmz")).unwrap();
+    assert!(packed.starts_with(b"LMZ\x1a"), "tar wrote an lmzip stream");
+    fs::create_dir(d.join("out")).unwrap();
+    // tar calls `lmzip -d`; plain `-I lmzip` must do.
+    tar(&["-I", BIN, "-xf", "../x.tar.lmz"], &d.join("out"));
+    assert_eq!(
+        fs::read(d.join("out/tree/a.txt")).unwrap(),
+        fs::read(d.join("tree/a.txt")).unwrap()
+    );
+    assert_eq!(
+        fs::read(d.join("out/tree/sub/b.bin")).unwrap(),
+        [0u8, 1, 2, 3, 255]
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn unlmzip_decompresses_and_lmzcat_writes_standard_output() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    let bin = TempDir::new().unwrap();
+    for name in ["unlmzip", "lmzcat"] {
+        std::os::unix::fs::symlink(BIN, bin.path().join(name)).unwrap();
+    }
+    let data = text(500);
+    fs::write(d.join("n"), &data).unwrap();
+    ok(tiny(d, &["--rm", "n"], b""));
+    let lmzcat = bin.path().join("lmzcat");
+    let out = ok(run_as(lmzcat.to_str().unwrap(), d, &["n.lmz"], b""));
+    assert_eq!(out.stdout, data);
+    assert_eq!(listing(d), ["n.lmz"], "lmzcat writes no file");
+    let unlmzip = bin.path().join("unlmzip");
+    ok(run_as(unlmzip.to_str().unwrap(), d, &["n.lmz"], b""));
+    assert_eq!(fs::read(d.join("n")).unwrap(), data);
+}
+
+#[test]
+fn the_last_level_wins_and_levels_outside_1_to_9_are_refused() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    let data = text(300);
+    let at = |args: &[&str]| ok(tiny(d, args, &data)).stdout;
+    // With the sizes fixed, levels 2 and 3 differ in their learning rate.
+    let (two, three) = (at(&["-2"]), at(&["-3"]));
+    assert_ne!(two, three);
+    assert_eq!(at(&["-3", "-2"]), two);
+    assert_eq!(at(&["-2", "--level", "3"]), three);
+    assert_eq!(at(&["--level", "3", "-2"]), two);
+    assert_eq!(at(&["-9", "--level=2"]), two);
+    for bad in [
+        &["-19"][..],
+        &["-0"],
+        &["--level", "10"],
+        &["-2", "--level", "0"],
+    ] {
+        let out = tiny(d, bad, &data);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        assert_eq!(
+            stderr(&out),
+            "lmzip: there is no level 19: levels go from 1 (fastest) to 9 (best ratio)\n"
+                .replace("19", bad.last().unwrap().trim_start_matches("-")),
+            "{bad:?}"
+        );
+    }
+}
+
+#[test]
+fn suffix_and_recursion() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    fs::create_dir_all(d.join("t/deep")).unwrap();
+    fs::write(d.join("t/one"), text(200)).unwrap();
+    fs::write(d.join("t/deep/two"), text(300)).unwrap();
+    ok(tiny(d, &["-r", "--rm", "t"], b""));
+    assert_eq!(listing(&d.join("t")), ["deep", "one.lmz"]);
+    assert_eq!(listing(&d.join("t/deep")), ["two.lmz"]);
+    // Compressed files are left alone by a second -r run; -d -r takes only them.
+    fs::write(d.join("t/three"), text(100)).unwrap();
+    ok(tiny(d, &["-r", "t"], b""));
+    assert_eq!(
+        listing(&d.join("t")),
+        ["deep", "one.lmz", "three", "three.lmz"]
+    );
+    fs::remove_file(d.join("t/three")).unwrap();
+    ok(run(d, &["-d", "-r", "--rm", "t"], b""));
+    assert_eq!(listing(&d.join("t")), ["deep", "one", "three"]);
+    assert_eq!(fs::read(d.join("t/deep/two")).unwrap(), text(300));
+    // A directory without -r is refused by name.
+    let out = run(d, &["-d", "t"], b"");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("t: is a directory"),
+        "{}",
+        stderr(&out)
+    );
+
+    // -S: another suffix both ways.
+    fs::write(d.join("s"), text(100)).unwrap();
+    ok(tiny(d, &["-S", ".nnz", "s"], b""));
+    assert!(d.join("s.nnz").exists());
+    let out = run(d, &["-d", "s.nnz"], b"");
+    assert!(
+        stderr(&out).contains("has no .lmz suffix"),
+        "{}",
+        stderr(&out)
+    );
+    fs::remove_file(d.join("s")).unwrap();
+    ok(run(d, &["-d", "--suffix=.nnz", "s.nnz"], b""));
+    assert_eq!(fs::read(d.join("s")).unwrap(), text(100));
+    let out = tiny(d, &["-S", ".nnz", "s.nnz"], b"");
+    assert!(
+        stderr(&out).contains("already has the .nnz suffix"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn symbolic_links_are_skipped_unless_forced() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    fs::write(d.join("real"), text(100)).unwrap();
+    std::os::unix::fs::symlink("real", d.join("link")).unwrap();
+    let out = ok(tiny(d, &["link"], b""));
+    assert!(
+        stderr(&out).contains("link: is a symbolic link; skipped"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(listing(d), ["link", "real"]);
+    assert!(ok(tiny(d, &["-q", "link"], b"")).stderr.is_empty());
+    ok(tiny(d, &["-f", "link"], b""));
+    assert_eq!(listing(d), ["link", "link.lmz", "real"]);
+}
+
+#[test]
+fn verbosity_levels_say_what_they_promise() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    fs::write(d.join("v"), text(5000)).unwrap();
+    // Not a terminal: quiet by default.
+    assert!(ok(tiny(d, &["v"], b"")).stderr.is_empty());
+    let out = ok(tiny(d, &["-v", "-f", "--verify", "v"], b""));
+    let err = stderr(&out);
+    assert!(err.contains("v: verified"), "{err}");
+    assert!(err.contains("v: 5000 -> "), "{err}");
+    let out = ok(tiny(d, &["-vv", "-f", "--block-size", "2K", "v"], b""));
+    let err = stderr(&out);
+    assert!(err.contains("v: member 3: 904 bytes"), "{err}");
+    assert!(
+        err.contains("v: recipe mamba1 cfg:hidden=16,layers=1"),
+        "{err}"
+    );
+    assert!(ok(tiny(d, &["-q", "-f", "v"], b"")).stderr.is_empty());
+    let out = ok(run(d, &["info", "-v", "v.lmz"], b""));
+    let info = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        info.contains("member 1: 5000 -> "),
+        "info -v shows the member: {info}"
+    );
+}
+
+/// Runs `command` under a pseudo-terminal (util-linux `script`), returning what it showed.
+#[cfg(target_os = "linux")]
+fn under_terminal(dir: &Path, command: &str) -> String {
+    let out = std::process::Command::new("script")
+        .current_dir(dir)
+        .args(["-qec", command, "/dev/null"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("util-linux `script` runs (needed for this test)");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_terminal_run_ends_with_a_summary_line_and_no_progress_hides_the_bar() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    fs::write(d.join("p"), text(40_000)).unwrap();
+    let shown = under_terminal(
+        d,
+        &format!("{BIN} --hidden 16 --layers 1 --no-progress p; echo status=$?"),
+    );
+    assert!(shown.contains("status=0"), "{shown}");
+    assert!(shown.contains("p: 40000 -> "), "summary line: {shown}");
+    assert!(shown.contains("-> p.lmz"), "{shown}");
+    assert!(!shown.contains("ETA"), "no bar: {shown}");
+    let shown = under_terminal(d, &format!("{BIN} -q -t p.lmz; echo status=$?"));
+    assert_eq!(shown.trim(), "status=0");
+}
+
+#[test]
+fn version_completions_and_manual_page() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    let out = ok(run(d, &["--version"], b""));
+    let version = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        version.contains("format version 1, numerics version"),
+        "{version}"
+    );
+    for shell in ["bash", "zsh", "fish"] {
+        let out = ok(run(d, &["completions", shell], b""));
+        let script = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            script.contains("lmzip") && script.contains("block-size"),
+            "{shell}"
+        );
+    }
+    let out = ok(run(d, &["man"], b""));
+    let page = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        page.contains(".TH lmzip") && page.contains("block\\-size"),
+        "{page}"
+    );
+    let out = run(d, &["completions", "tcsh"], b"");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn stats_write_a_learning_curve() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    let data = text(40_000);
+    fs::write(d.join("c"), &data).unwrap();
+    ok(tiny(d, &["--stats", "c.tsv", "c"], b""));
+    let tsv = fs::read_to_string(d.join("c.tsv")).unwrap();
+    let rows: Vec<Vec<&str>> = tsv.lines().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(rows[0], ["position", "block_bpb", "total_bpb", "kb_per_s"]);
+    let positions: Vec<&str> = rows[1..].iter().map(|r| r[0]).collect();
+    assert_eq!(positions, ["16384", "32768", "40000"]);
+    // The curve falls as the model learns the repeated line.
+    let bpb = |r: &Vec<&str>| r[1].parse::<f64>().unwrap();
+    assert!(bpb(&rows[3]) < bpb(&rows[1]), "{tsv}");
+    // An existing file is kept unless -f.
+    let out = tiny(d, &["--stats", "c.tsv", "-c", "c"], b"");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("c.tsv already exists"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn small_things_of_the_command_line() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    // decompress --help describes -f for decompression.
+    let help =
+        String::from_utf8_lossy(&ok(run(d, &["decompress", "--help"], b"")).stdout).into_owned();
+    let force = help.lines().find(|l| l.contains("--force")).unwrap();
+    assert!(!force.contains("suffix"), "{force}");
+    assert!(
+        force.contains("read compressed data from a terminal"),
+        "{force}"
+    );
+    // Errors name the target, never the temporary file.
+    fs::write(d.join("f"), b"data").unwrap();
+    let out = tiny(d, &["-o", "no/such/dir/f.lmz", "f"], b"");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!stderr(&out).contains(".tmp"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("cannot create a temporary file in no/such/dir"));
+    // scripts/priming.sh needs the corpus folder and says so.
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/priming.sh");
+    let out = std::process::Command::new(&script).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("usage: scripts/priming.sh CORPUS_DIR"));
+    let out = std::process::Command::new(&script)
+        .arg(d.join("nothing"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("no such file"), "{}", stderr(&out));
+}
+
+/// The progress bar's bits per byte count the container, as the summary line does.
+#[test]
+fn progress_counts_the_container() {
+    let recipe = lmzip::levels::default_recipe(lmzip::recipe::ModelKind::Mamba1)
+        .edit("cfg:hidden=16,layers=1", None)
+        .unwrap();
+    let data = text(3000);
+    let mut last = lmzip::codec::Progress::default();
+    let mut lmz = Vec::new();
+    lmzip::codec::compress(
+        &recipe,
+        &lmzip::codec::Options::default(),
+        &data[..],
+        &mut lmz,
+        &mut |p| {
+            last = p;
+            Ok(())
+        },
+    )
+    .unwrap();
+    let estimate = last.stream_bits_per_byte() * data.len() as f64 / 8.0;
+    assert!(
+        (estimate - lmz.len() as f64).abs() < 12.0,
+        "{estimate} bytes estimated, {} written",
+        lmz.len()
+    );
+    let mut decoded_last = lmzip::codec::Progress::default();
+    lmzip::codec::decompress(
+        &lmzip::codec::Options::default(),
+        &lmz[..],
+        std::io::sink(),
+        &mut |p| {
+            decoded_last = p;
+            Ok(())
+        },
+    )
+    .unwrap();
+    assert_eq!(decoded_last.container_bytes, last.container_bytes);
+}

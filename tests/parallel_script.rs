@@ -1,0 +1,75 @@
+//! scripts/parallel.sh on this machine (GNU parallel's `:` login): a file cut into blocks,
+//! compressed by separate lmzip runs, comes back as one stream that decodes to the file.
+//!
+//! Needs GNU parallel (Debian/Ubuntu: `apt-get install parallel`); the test fails, saying so,
+//! where it is missing.
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_lmzip");
+
+fn script() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/parallel.sh")
+}
+
+#[test]
+fn the_parallel_script_round_trips_on_localhost() {
+    let found = Command::new("parallel").arg("--version").output();
+    assert!(
+        found.is_ok_and(|o| o.status.success()),
+        "GNU parallel is needed for this test (Debian/Ubuntu: apt-get install parallel)"
+    );
+    let dir = tempfile::TempDir::new().unwrap();
+    let d = dir.path();
+    // Text with a binary stretch: about three and a half blocks of 8 KiB.
+    let mut data: Vec<u8> = b"blocks on many cores, one stream at the end\n"
+        .iter()
+        .copied()
+        .cycle()
+        .take(22_000)
+        .collect();
+    data.extend((0..7000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8));
+    fs::write(d.join("in"), &data).unwrap();
+    let out = Command::new(script())
+        .current_dir(d)
+        .env("LMZIP", BIN)
+        .args(["-b", "8k", "-S", "2/:", "in", "--", "-1", "--hidden", "16"])
+        .args(["--layers", "1"])
+        .stdout(fs::File::create(d.join("in.lmz")).unwrap())
+        .output()
+        .expect("the script runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let list = Command::new(BIN)
+        .current_dir(d)
+        .args(["-l", "in.lmz"])
+        .output()
+        .unwrap();
+    let list = String::from_utf8_lossy(&list.stdout);
+    let members: usize = list
+        .lines()
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(members >= 3, "one member per block: {list}");
+    let back = Command::new(BIN)
+        .current_dir(d)
+        .args(["-d", "-c", "in.lmz"])
+        .output()
+        .unwrap();
+    assert!(
+        back.status.success(),
+        "{}",
+        String::from_utf8_lossy(&back.stderr)
+    );
+    assert!(back.stdout == data, "the stream decodes to the file");
+}
