@@ -286,6 +286,7 @@ fn predictions(bytes: &[u8]) -> Vec<u64> {
     let w = weights(bytes, "m");
     let recipe = Recipe {
         base: w.base().unwrap(),
+        mix: None,
         schedule: vec![],
     };
     let mut p = predictor::build(&recipe, Some(&w)).unwrap();

@@ -14,6 +14,7 @@ use std::fmt;
 
 use anyhow::{Result, bail};
 
+use crate::mix::MixSpec;
 use crate::model::{mamba1, rwkv7};
 use crate::params::Scope;
 
@@ -480,6 +481,9 @@ impl Base {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Recipe {
     pub base: Base,
+    /// The mixing stage between the network and the coder (src/mix), if any: the item
+    /// `mix:KEY=N,...` after the base.
+    pub mix: Option<MixSpec>,
     /// Bytes no rule holds are only predicted.
     pub schedule: Vec<Rule>,
 }
@@ -494,6 +498,7 @@ impl Recipe {
     pub fn fresh(config: ModelConfig, seed: u64, action: Action) -> Self {
         Recipe {
             base: Base::Fresh { config, seed },
+            mix: None,
             schedule: vec![Rule {
                 span: Span::ALL,
                 body: Body::Action(action),
@@ -561,7 +566,10 @@ impl Recipe {
                 }
             }
         }
-        let bytes = crate::predictor::working_floats(self).saturating_mul(4);
+        if let Some(mix) = &self.mix {
+            mix.validate()?;
+        }
+        let bytes = self.working_bytes();
         if bytes > MAX_WORKING_BYTES {
             bail!(
                 "this model and schedule need about {} MiB of working memory; this build \
@@ -571,6 +579,14 @@ impl Recipe {
             );
         }
         Ok(())
+    }
+
+    /// The memory a run of this recipe needs, estimated from its sizes alone: the predictor's
+    /// working floats ([`crate::predictor::working_floats`]) and the mixing stage's tables.
+    pub fn working_bytes(&self) -> usize {
+        crate::predictor::working_floats(self)
+            .saturating_mul(4)
+            .saturating_add(self.mix.as_ref().map_or(0, MixSpec::bytes))
     }
 
     /// Whether every position is in bytes (as the header requires).

@@ -24,6 +24,7 @@ use super::{
     Action, Base, Body, MAX_BPTT, MAX_DIM, MAX_PARTS, MAX_RULES, ModelConfig, ModelKind,
     OptimizerKind, PERCENT_ONE, Part, Pos, Recipe, Rule, Span, TrainSpec, hex,
 };
+use crate::mix::MixSpec;
 use crate::params::Scope;
 
 /// A recipe that does not parse, with the place of the problem.
@@ -78,10 +79,19 @@ enum BaseItem {
     },
 }
 
+/// A `mix:` item as written.
+enum MixItem {
+    /// `mix:off`: no mixing stage.
+    Off,
+    /// `mix:KEY=N,...`, with each value's location.
+    Keys(Vec<(&'static str, u32, Loc)>),
+}
+
 /// A parsed text before it is completed into a [`Recipe`].
 struct Fragment {
     kind: Option<(ModelKind, Loc)>,
     base: Option<(BaseItem, Loc)>,
+    mix: Option<(MixItem, Loc)>,
     rules: Option<Vec<Rule>>,
 }
 
@@ -141,8 +151,32 @@ pub fn parse_complete(text: &str) -> Result<Recipe, RecipeError> {
             ));
         }
     };
+    let mix = match frag.mix {
+        None => None,
+        Some((MixItem::Off, loc)) => {
+            return Err(p.error(
+                loc.0,
+                loc.1,
+                "a stored recipe without a mixing stage has no mix: item".into(),
+            ));
+        }
+        Some((MixItem::Keys(keys), loc)) => {
+            if keys.len() != MixSpec::KEY_NAMES.len() {
+                return Err(p.error(
+                    loc.0,
+                    loc.1,
+                    format!(
+                        "a stored mix: gives every key ({})",
+                        MixSpec::KEY_NAMES.join(", ")
+                    ),
+                ));
+            }
+            Some(p.mix_spec(MixSpec::DEFAULT, &keys)?)
+        }
+    };
     let recipe = Recipe {
         base,
+        mix,
         schedule: frag.rules.unwrap_or_default(),
     };
     p.check(&recipe)?;
@@ -215,8 +249,16 @@ impl Recipe {
                 }
             }
         };
+        let mix = match frag.mix {
+            None => self.mix,
+            Some((MixItem::Off, _)) => None,
+            Some((MixItem::Keys(keys), _)) => {
+                Some(p.mix_spec(self.mix.unwrap_or(MixSpec::DEFAULT), &keys)?)
+            }
+        };
         let recipe = Recipe {
             base,
+            mix,
             schedule: frag.rules.unwrap_or_else(|| self.schedule.clone()),
         };
         p.check(&recipe)?;
@@ -257,6 +299,10 @@ pub fn print(recipe: &Recipe) -> String {
             }
             out += &format!(",{}", sizes(config));
         }
+    }
+    if let Some(mix) = &recipe.mix {
+        let keys: Vec<String> = mix.keys().iter().map(|(k, v)| format!("{k}={v}")).collect();
+        out += &format!(" mix:{}", keys.join(","));
     }
     for rule in &recipe.schedule {
         out.push(' ');
@@ -444,6 +490,7 @@ impl<'a> Parser<'a> {
         let mut frag = Fragment {
             kind: None,
             base: None,
+            mix: None,
             rules: None,
         };
         let mut c = Cursor {
@@ -483,8 +530,28 @@ impl<'a> Parser<'a> {
                         "the base comes before the rules".into(),
                     ));
                 }
+                if frag.mix.is_some() {
+                    return Err(self.error(
+                        start,
+                        first.len(),
+                        "the base comes before mix:".into(),
+                    ));
+                }
                 let item = self.base(&mut c, kind)?;
                 frag.base = Some((item, (start, c.pos - start)));
+            } else if rest.starts_with("mix:") {
+                if frag.mix.is_some() {
+                    return Err(self.error(start, first.len(), "a second mix:".into()));
+                }
+                if frag.rules.is_some() {
+                    return Err(self.error(
+                        start,
+                        first.len(),
+                        "mix: comes before the rules".into(),
+                    ));
+                }
+                let item = self.mix(&mut c)?;
+                frag.mix = Some((item, (start, c.pos - start)));
             } else {
                 let rule = self.rule(&mut c, kind)?;
                 let rules = frag.rules.get_or_insert_with(Vec::new);
@@ -555,6 +622,56 @@ impl<'a> Parser<'a> {
             })?;
         }
         Ok(BaseItem::Cfg { sizes, seed })
+    }
+
+    /// `mix:off` or `mix:KEY=N,...` (the caller saw `mix:`).
+    fn mix(&self, c: &mut Cursor<'a>) -> Result<MixItem, RecipeError> {
+        c.eat("mix:");
+        let keys_at = c.pos;
+        if c.eat("off") {
+            if c.at_end_of_item() {
+                return Ok(MixItem::Off);
+            }
+            c.pos = keys_at;
+        }
+        let mut keys = Vec::new();
+        if !c.at_end_of_item() {
+            self.key_values(c, false, |p, key, value, vloc| {
+                let Some(&name) = MixSpec::KEY_NAMES.iter().find(|k| **k == key) else {
+                    return Err(p.error(
+                        vloc.0 - key.len() - 1,
+                        key.len(),
+                        format!(
+                            "mix has no key '{key}' (keys: {}; or mix:off)",
+                            MixSpec::KEY_NAMES.join(", ")
+                        ),
+                    ));
+                };
+                let v = value.parse::<u32>().map_err(|_| {
+                    p.error(vloc.0, vloc.1, format!("mix {key} is a whole number"))
+                })?;
+                keys.push((name, v, vloc));
+                Ok(())
+            })?;
+        }
+        Ok(MixItem::Keys(keys))
+    }
+
+    /// `keys` applied onto `spec`, each checked; the whole is validated.
+    fn mix_spec(
+        &self,
+        mut spec: MixSpec,
+        keys: &[(&'static str, u32, Loc)],
+    ) -> Result<MixSpec, RecipeError> {
+        for &(key, v, vloc) in keys {
+            spec.set(key, v)
+                .map_err(|e| self.error(vloc.0, vloc.1, e.to_string()))?;
+        }
+        if let Err(e) = spec.validate() {
+            let (at, len) = keys.last().map_or((0, self.text.len()), |k| k.2);
+            return Err(self.error(at, len, e.to_string()));
+        }
+        Ok(spec)
     }
 
     /// One size of the model: `key=N` with a key the model has.
