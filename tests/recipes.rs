@@ -128,14 +128,16 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
         (
             0u32..=8,
             any::<bool>(),
+            any::<bool>(),
             prop_oneof![Just(0u32), 12u32..=24],
             any::<bool>(),
             12u32..=20,
             1u32..=64,
         )
-            .prop_map(|(orders, word, matcher, sse, table, rate)| MixSpec {
+            .prop_map(|(orders, word, sparse, matcher, sse, table, rate)| MixSpec {
                 orders,
                 word,
+                sparse,
                 matcher,
                 sse,
                 table,

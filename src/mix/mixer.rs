@@ -4,7 +4,7 @@
 //! a second layer mixes what the sets predict.
 //!
 //! Fixed point: inputs are stretch units (1/256, see [`super::logistic`]), weights have 16
-//! fractional bits, sums are `i64`. The gradient step is `w += x · err · rate / 1024` with
+//! fractional bits, sums are `i64`. The gradient step is `w += x · err · rate / 16384` with
 //! `err = 4096·bit − p`, rounded down, so both sides compute the same weights.
 
 use super::logistic::{ST_MAX, squash};
@@ -18,7 +18,7 @@ pub struct Mixer {
     weights: Vec<i32>,
     /// Offset of the selected set in `weights`.
     selected: usize,
-    /// Learning rate, in 1/1024 per (stretch unit × 12-bit error).
+    /// Learning rate, in 1/16384 per (stretch unit × 12-bit error).
     rate: i32,
     /// What the selected set predicted: stretch units and 12-bit probability.
     dot: i32,
@@ -73,7 +73,7 @@ impl Mixer {
         let scaled = err as i64 * self.rate as i64;
         let w = &mut self.weights[self.selected..self.selected + self.inputs];
         for i in 0..self.inputs {
-            let step = (x[i] as i64 * scaled) >> 10;
+            let step = (x[i] as i64 * scaled) >> 14;
             w[i] = (w[i] as i64 + step).clamp(-(W_MAX as i64), W_MAX as i64) as i32;
         }
     }
@@ -96,7 +96,7 @@ impl Mixer2 {
                 .iter()
                 .map(|&s| Mixer::new(inputs, s, rate, init))
                 .collect(),
-            last: Mixer::new(k, 8, rate / 2 + 1, &even),
+            last: Mixer::new(k, 8, rate, &even),
             outputs: vec![0; k],
         }
     }
@@ -132,7 +132,7 @@ mod tests {
     /// Two inputs, one right and one noise: the mixer learns to trust the right one.
     #[test]
     fn the_mixer_learns_which_input_to_trust() {
-        let mut m = Mixer::new(2, 1, 4, &[1 << 14, 1 << 14]);
+        let mut m = Mixer::new(2, 1, 64, &[1 << 14, 1 << 14]);
         let mut x = 0x1234_5678u32;
         let mut cost_early = 0.0;
         let mut cost_late = 0.0;

@@ -34,13 +34,16 @@ pub struct MixSpec {
     pub orders: u32,
     /// A table for the current word (letters), for text.
     pub word: bool,
+    /// Sparse contexts, for binary data: bytes 2 and 4 back alone, bytes 2–3, and bytes 1
+    /// and 3 (records and instructions of 2 and 4 bytes).
+    pub sparse: bool,
     /// The match model's window, log2 of bytes; 0 for no match model.
     pub matcher: u32,
     /// The two SSE maps after the mixer.
     pub sse: bool,
     /// Counters per context table above order 1, log2.
     pub table: u32,
-    /// The mixer's learning rate (1/1024 units, see [`mixer`]).
+    /// The mixer's learning rate (1/16384 units, see [`mixer`]).
     pub rate: u32,
 }
 
@@ -59,6 +62,7 @@ impl MixSpec {
     pub const DEFAULT: MixSpec = MixSpec {
         orders: 6,
         word: true,
+        sparse: true,
         matcher: 22,
         sse: true,
         table: 22,
@@ -66,10 +70,11 @@ impl MixSpec {
     };
 
     /// The keys of `mix:` in canonical order with their values.
-    pub fn keys(&self) -> [(&'static str, u32); 6] {
+    pub fn keys(&self) -> [(&'static str, u32); 7] {
         [
             ("orders", self.orders),
             ("word", self.word as u32),
+            ("sparse", self.sparse as u32),
             ("match", self.matcher),
             ("sse", self.sse as u32),
             ("table", self.table),
@@ -77,7 +82,8 @@ impl MixSpec {
         ]
     }
 
-    pub const KEY_NAMES: [&'static str; 6] = ["orders", "word", "match", "sse", "table", "rate"];
+    pub const KEY_NAMES: [&'static str; 7] =
+        ["orders", "word", "sparse", "match", "sse", "table", "rate"];
 
     /// Sets one key; the message says what values it takes.
     pub fn set(&mut self, key: &str, v: u32) -> Result<()> {
@@ -91,6 +97,7 @@ impl MixSpec {
         match key {
             "orders" => self.orders = v,
             "word" => self.word = flag(v)?,
+            "sparse" => self.sparse = flag(v)?,
             "match" => self.matcher = v,
             "sse" => self.sse = flag(v)?,
             "table" => self.table = v,
@@ -157,6 +164,11 @@ impl MixSpec {
         if self.word {
             t.push(self.table);
         }
+        if self.sparse {
+            for (i, _) in SPARSE.iter().enumerate() {
+                t.push(if i < 2 { SMALL_TABLE_BITS } else { self.table });
+            }
+        }
         t
     }
 
@@ -186,6 +198,10 @@ impl MixSpec {
         tables + matcher + apms + Mixer2::bytes(self.inputs(), &self.selector_sets())
     }
 }
+
+/// The bytes of the history (newest in the low byte) each sparse context reads: one byte
+/// alone first (tables of [`SMALL_TABLE_BITS`]), then pairs.
+const SPARSE: [u64; 4] = [0xff00, 0xff00_0000, 0xff_ff00, 0xff_00ff];
 
 /// Bias input of the mixer (a constant, in stretch units).
 const BIAS: i32 = 256;
@@ -376,7 +392,15 @@ impl Stage {
                 self.history & 0xff
             };
             self.contexts[t] = hash(value, 0x77);
+            t += 1;
         }
+        if self.spec.sparse {
+            for (i, mask) in SPARSE.iter().enumerate() {
+                self.contexts[t] = hash(self.history & mask, 0x100 + i as u32);
+                t += 1;
+            }
+        }
+        debug_assert_eq!(t, self.contexts.len());
     }
 
     /// The last mixer output before the SSE maps (12-bit), for tests.
@@ -416,6 +440,7 @@ mod tests {
         let spec = MixSpec {
             orders: 0,
             word: false,
+            sparse: false,
             matcher: 0,
             sse: false,
             ..MixSpec::DEFAULT
@@ -464,6 +489,7 @@ mod tests {
         let none = MixSpec {
             orders: 0,
             word: false,
+            sparse: false,
             matcher: 0,
             sse: false,
             ..MixSpec::DEFAULT
