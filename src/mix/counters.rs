@@ -10,7 +10,7 @@
 use super::logistic::stretch;
 
 /// Updates after which a counter adapts at its slowest rate, `1 / (LIMIT + 1.5)`.
-const LIMIT: u32 = 60;
+const LIMIT: u32 = 30;
 /// A fresh counter: probability one half, count 0.
 const FRESH_P: u32 = 1 << 15;
 

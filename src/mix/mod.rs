@@ -66,7 +66,7 @@ impl MixSpec {
         matcher: 22,
         sse: true,
         table: 22,
-        rate: 6,
+        rate: 12,
     };
 
     /// The keys of `mix:` in canonical order with their values.
@@ -327,7 +327,7 @@ impl Stage {
             let c1 = (self.history & 0xff) as usize;
             let r0 = a0.refine(p, self.c0 as usize);
             let r1 = a1.refine(p, (c1 << 8) | self.c0 as usize);
-            p = (2 * p + r0 + r1 + 2) >> 2;
+            p = (p + r0 + 2 * r1 + 2) >> 2;
         }
         self.p = p.clamp(1, 4095);
         self.p
