@@ -1054,6 +1054,55 @@ fn parse_sha(text: &str) -> Option<[u8; 32]> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_mix_item_parses_prints_and_edits() {
+        let plain = mamba().edit("mix:off", None).unwrap();
+        assert_eq!(plain.mix, None);
+        assert!(!plain.to_text().contains("mix"));
+        let r = plain.edit("mix:orders=3", None).unwrap();
+        assert_eq!(
+            r.mix,
+            Some(MixSpec {
+                orders: 3,
+                ..MixSpec::DEFAULT
+            })
+        );
+        let text = r.to_text();
+        assert!(
+            text.contains(" mix:orders=3,word=1,sparse=1,match=22,sse=1,table=22,rate=12 0..:"),
+            "{text}"
+        );
+        assert_eq!(Recipe::parse(&text).unwrap(), r);
+        // Edits keep the stage unless they name it; its keys edit the stage in force.
+        assert_eq!(r.edit("0..:infer", None).unwrap().mix, r.mix);
+        let rate = r.edit("mix:rate=5", None).unwrap().mix.unwrap();
+        assert_eq!((rate.orders, rate.rate), (3, 5));
+        assert_eq!(r.edit("mix:off", None).unwrap().mix, None);
+        assert_eq!(plain.edit("mix:", None).unwrap().mix, Some(MixSpec::DEFAULT));
+        for (bad, needle) in [
+            ("mix:order=3", "mix has no key 'order'"),
+            ("mix:orders=9", "orders 9 is out of range"),
+            ("mix:word=2", "0 or 1"),
+            ("mix:rate=x", "whole number"),
+            ("mix:table=25", "out of range"),
+            ("mix:match=5", "out of range"),
+            ("0..:infer mix:", "before the rules"),
+            ("mix: mix:", "a second mix:"),
+            ("mix: cfg:hidden=8", "the base comes before mix:"),
+            ("mix:table=24,match=28,orders=8", "the mixing stage needs"),
+        ] {
+            let err = plain.edit(bad, None).unwrap_err().to_string();
+            assert!(err.contains(needle), "{bad}: {err}");
+        }
+        // A stored recipe gives every key, and has no mix: item when there is no stage.
+        let partial = text.replace(",rate=12", "");
+        let err = Recipe::parse(&partial).unwrap_err().to_string();
+        assert!(err.contains("gives every key"), "{err}");
+        let base_end = text.find(" mix:").unwrap();
+        let off = format!("{} mix:off{}", &text[..base_end], &text[text.find(" 0..").unwrap()..]);
+        assert!(Recipe::parse(&off).is_err());
+    }
+
     fn mamba() -> Recipe {
         Recipe::default_for(ModelKind::Mamba1)
     }
@@ -1064,6 +1113,7 @@ mod tests {
         assert_eq!(
             r.to_text(),
             "mamba1 cfg:hidden=128,layers=3,intermediate=256,state=16,conv=4,dt_rank=8,seed=0 \
+             mix:orders=6,word=1,sparse=1,match=22,sse=1,table=22,rate=12 \
              0..:train(scope=all,opt=adam,lr=0.0005,stride=16,bptt=16,clip=0)"
         );
         assert_eq!(Recipe::parse(&r.to_text()).unwrap(), r);
