@@ -1123,7 +1123,7 @@ mod tests {
     fn fragments_edit_the_template() {
         let r = mamba()
             .edit(
-                "cfg:hidden=32,seed=9 0..64K:train(opt=sgd, lr=0.05) 64K..90%:infer \
+                "cfg:hidden=32,seed=9 mix:off 0..64K:train(opt=sgd, lr=0.05) 64K..90%:infer \
                  90%..:repeat(1K:train(bptt=8,stride=16,scope=head+bias),3K:infer)",
                 None,
             )
