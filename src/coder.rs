@@ -292,7 +292,11 @@ mod tests {
         }
         let mut dec = Decoder::new(enc.finish()).unwrap();
         for i in 0..20_000u32 {
-            assert_eq!(dec.decode_bit(&BitModel::new(p(i))).unwrap(), bit(i), "bit {i}");
+            assert_eq!(
+                dec.decode_bit(&BitModel::new(p(i))).unwrap(),
+                bit(i),
+                "bit {i}"
+            );
         }
     }
 

@@ -128,7 +128,10 @@ mod tests {
             // With the default mixing stage; the fast levels without it.
             assert_eq!(r.mix, Some(crate::mix::MixSpec::DEFAULT));
             assert_eq!(recipe(kind, 4).mix, None);
-            assert_eq!(recipe(kind, MAX_LEVEL).mix, Some(crate::mix::MixSpec::DEFAULT));
+            assert_eq!(
+                recipe(kind, MAX_LEVEL).mix,
+                Some(crate::mix::MixSpec::DEFAULT)
+            );
         }
     }
 

@@ -41,8 +41,11 @@ fn sample_with_mix() -> &'static (Vec<u8>, Vec<u8>) {
     static SAMPLE: OnceLock<(Vec<u8>, Vec<u8>)> = OnceLock::new();
     SAMPLE.get_or_init(|| {
         let data = common::text(300);
-        let recipe =
-            common::with_mix(&common::tiny(ModelKind::Mamba1, Some(OptimizerKind::Adam), 1));
+        let recipe = common::with_mix(&common::tiny(
+            ModelKind::Mamba1,
+            Some(OptimizerKind::Adam),
+            1,
+        ));
         let packed = lmzip::codec::compress_bytes(&recipe, &data).unwrap();
         (data, packed)
     })

@@ -134,15 +134,17 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
             12u32..=20,
             1u32..=64,
         )
-            .prop_map(|(orders, word, sparse, matcher, sse, table, rate)| MixSpec {
-                orders,
-                word,
-                sparse,
-                matcher,
-                sse,
-                table,
-                rate,
-            }),
+            .prop_map(
+                |(orders, word, sparse, matcher, sse, table, rate)| MixSpec {
+                    orders,
+                    word,
+                    sparse,
+                    matcher,
+                    sse,
+                    table,
+                    rate,
+                },
+            ),
     )
 }
 

@@ -69,6 +69,9 @@ mod tests {
         }
         let r = a.refine(2048, 0);
         assert!((3500..3900).contains(&r), "{r}");
-        assert!((a.refine(2048, 1) - 2048).abs() < 64, "context 1 is untouched");
+        assert!(
+            (a.refine(2048, 1) - 2048).abs() < 64,
+            "context 1 is untouched"
+        );
     }
 }

@@ -102,8 +102,7 @@ impl Mixer2 {
     }
 
     pub fn bytes(inputs: usize, sets: &[usize]) -> usize {
-        sets.iter().map(|&s| Mixer::bytes(inputs, s)).sum::<usize>()
-            + Mixer::bytes(sets.len(), 8)
+        sets.iter().map(|&s| Mixer::bytes(inputs, s)).sum::<usize>() + Mixer::bytes(sets.len(), 8)
     }
 
     /// Mixes `x` with the first layer's sets chosen by `select` (one per selector) and the last
@@ -141,7 +140,11 @@ mod tests {
             x ^= x >> 17;
             x ^= x << 5;
             let bit = x & 1;
-            let good = if bit == 1 { stretch(3900) } else { stretch(196) };
+            let good = if bit == 1 {
+                stretch(3900)
+            } else {
+                stretch(196)
+            };
             let noise = if (x >> 8) & 1 == 1 { 1000 } else { -1000 };
             let inputs = [good, noise];
             m.mix(&inputs, 0);

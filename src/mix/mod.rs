@@ -112,7 +112,10 @@ impl MixSpec {
 
     pub fn validate(&self) -> Result<()> {
         if self.orders > MAX_ORDERS {
-            bail!("mix orders {} is out of range (0..={MAX_ORDERS})", self.orders);
+            bail!(
+                "mix orders {} is out of range (0..={MAX_ORDERS})",
+                self.orders
+            );
         }
         if !TABLE_BITS.contains(&self.table) {
             bail!(
@@ -470,7 +473,11 @@ mod tests {
             ..MixSpec::DEFAULT
         };
         let bits = cost(&spec, &text);
-        assert!(bits / (text.len() as f64) < 0.8, "{} bpb", bits / text.len() as f64);
+        assert!(
+            bits / (text.len() as f64) < 0.8,
+            "{} bpb",
+            bits / text.len() as f64
+        );
     }
 
     #[test]

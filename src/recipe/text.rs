@@ -647,9 +647,9 @@ impl<'a> Parser<'a> {
                         ),
                     ));
                 };
-                let v = value.parse::<u32>().map_err(|_| {
-                    p.error(vloc.0, vloc.1, format!("mix {key} is a whole number"))
-                })?;
+                let v = value
+                    .parse::<u32>()
+                    .map_err(|_| p.error(vloc.0, vloc.1, format!("mix {key} is a whole number")))?;
                 keys.push((name, v, vloc));
                 Ok(())
             })?;
@@ -1078,7 +1078,10 @@ mod tests {
         let rate = r.edit("mix:rate=5", None).unwrap().mix.unwrap();
         assert_eq!((rate.orders, rate.rate), (3, 5));
         assert_eq!(r.edit("mix:off", None).unwrap().mix, None);
-        assert_eq!(plain.edit("mix:", None).unwrap().mix, Some(MixSpec::DEFAULT));
+        assert_eq!(
+            plain.edit("mix:", None).unwrap().mix,
+            Some(MixSpec::DEFAULT)
+        );
         for (bad, needle) in [
             ("mix:order=3", "mix has no key 'order'"),
             ("mix:orders=9", "orders 9 is out of range"),
@@ -1099,7 +1102,11 @@ mod tests {
         let err = Recipe::parse(&partial).unwrap_err().to_string();
         assert!(err.contains("gives every key"), "{err}");
         let base_end = text.find(" mix:").unwrap();
-        let off = format!("{} mix:off{}", &text[..base_end], &text[text.find(" 0..").unwrap()..]);
+        let off = format!(
+            "{} mix:off{}",
+            &text[..base_end],
+            &text[text.find(" 0..").unwrap()..]
+        );
         assert!(Recipe::parse(&off).is_err());
     }
 
