@@ -74,7 +74,7 @@ impl MatchModel {
     }
 
     /// The current match length (0: none).
-    pub fn len(&self) -> u32 {
+    pub fn match_len(&self) -> u32 {
         if self.expected.is_some() { self.len } else { 0 }
     }
 
@@ -194,7 +194,11 @@ mod tests {
         };
         assert!(second > 0, "{second}");
         assert!(third > second && fifth > third, "{second} {third} {fifth}");
-        assert!(m.len() > 4 * phrase.len() as u32 - 8, "{}", m.len());
+        assert!(
+            m.match_len() > 4 * phrase.len() as u32 - 8,
+            "{}",
+            m.match_len()
+        );
     }
 
     #[test]
@@ -202,10 +206,10 @@ mod tests {
         let mut m = MatchModel::new(12);
         pass(&mut m, b"0123456789abcdef");
         pass(&mut m, b"0123456789");
-        assert!(m.len() > 0);
+        assert!(m.match_len() > 0);
         // The history continues with 'a'; a 'Z' breaks the match at its first differing bit.
         pass(&mut m, b"Z");
-        assert_eq!(m.len(), 0);
+        assert_eq!(m.match_len(), 0);
         assert_eq!(m.predict(0), [0, 0, 0]);
     }
 

@@ -311,7 +311,7 @@ impl Stage {
             x[i + 1] = b;
             x[i + 2] = c;
             if let Some(bit) = m.expected_bit(self.bit_index) {
-                match_set = 1 + (length_bucket(m.len()).min(15) * 2 + bit) as usize;
+                match_set = 1 + (length_bucket(m.match_len()).min(15) * 2 + bit) as usize;
             }
         }
         let orders_seen = seen.min(self.spec.orders as usize + 1);
