@@ -17,8 +17,9 @@ fn tiny(kind: ModelKind, rules: &str) -> Recipe {
         ModelKind::Mamba1 => "cfg:hidden=16,layers=1",
         ModelKind::Rwkv7 => "cfg:hidden=64,layers=1",
     };
+    // The network alone: a model file carries the network, not the mixing stage's tables.
     Recipe::default_for(kind)
-        .edit(&format!("{size} {rules}"), None)
+        .edit(&format!("{size} mix:off {rules}"), None)
         .unwrap()
 }
 
