@@ -8,8 +8,9 @@ use std::io::{Read, Write};
 
 use anyhow::{Context, Result};
 
-use crate::coder::{Decoder, Encoder, QuantizedPdf};
+use crate::coder::{BitModel, Decoder, Encoder, QuantizedPdf};
 use crate::format::{self, FRAME_MAX, FormatError};
+use crate::mix::Stage;
 use crate::modelfile::Weights;
 use crate::predictor::{self, BytePredictor};
 use crate::recipe::Recipe;
@@ -141,9 +142,12 @@ enum Direction<'a> {
 }
 
 /// Codes the bytes of one frame: `bytes` is read when encoding and filled when decoding.
+/// With a mixing stage (src/mix), each byte is coded as 8 binary decisions, most significant
+/// bit first, with the stage's probabilities; the stage reads the network's quantised table.
 fn code_frame(
     predictor: &mut dyn BytePredictor,
     quantized: &mut QuantizedPdf,
+    mut stage: Option<&mut Stage>,
     mut direction: Direction<'_>,
     bytes: &mut [u8],
     progress: &mut Progress,
@@ -151,6 +155,31 @@ fn code_frame(
 ) -> Result<()> {
     for slot in bytes.iter_mut() {
         quantized.set(predictor.pdf());
+        if let Some(stage) = stage.as_deref_mut() {
+            stage.set_network(quantized.cdf());
+            let mut byte = 0u8;
+            for k in 0..8 {
+                let model = BitModel::new(stage.p());
+                let bit = match &mut direction {
+                    Direction::Encode(enc) => {
+                        let bit = (*slot >> (7 - k)) & 1 == 1;
+                        enc.encode_bit(bit, &model)?;
+                        bit
+                    }
+                    Direction::Decode(dec) => dec.decode_bit(&model)?,
+                };
+                progress.bits += model.cost_bits(bit);
+                stage.update(bit as u32);
+                byte = (byte << 1) | bit as u8;
+            }
+            *slot = byte;
+            progress.bytes += 1;
+            predictor.learn(byte);
+            if progress.bytes.is_multiple_of(PROGRESS_EVERY) {
+                report(*progress)?;
+            }
+            continue;
+        }
         let byte = match &mut direction {
             Direction::Encode(enc) => {
                 enc.encode(*slot, quantized)?;
@@ -211,6 +240,7 @@ pub fn compress(
         count: 0,
     };
     let mut predictor = predictor::build(recipe, options.weights)?;
+    let mut stage = recipe.mix.as_ref().map(Stage::new);
     format::write_header(&mut out, &text).context("cannot write output")?;
     let mut quantized = QuantizedPdf::new();
     let mut buf = vec![0u8; FRAME_MAX];
@@ -230,6 +260,7 @@ pub fn compress(
         code_frame(
             predictor.as_mut(),
             &mut quantized,
+            stage.as_mut(),
             Direction::Encode(&mut enc),
             &mut buf[..n],
             &mut progress,
@@ -348,6 +379,7 @@ fn decompress_member(
     format::check_numerics(&header)?;
     let recipe = read_recipe(&header)?;
     let mut predictor = predictor::build(&recipe, options.weights)?;
+    let mut stage = recipe.mix.as_ref().map(Stage::new);
     let mut quantized = QuantizedPdf::new();
     let mut buf = vec![0u8; FRAME_MAX];
     let mut crc = crc32fast::Hasher::new();
@@ -364,6 +396,7 @@ fn decompress_member(
         code_frame(
             predictor.as_mut(),
             &mut quantized,
+            stage.as_mut(),
             Direction::Decode(&mut dec),
             bytes,
             progress,

@@ -49,6 +49,11 @@ impl QuantizedPdf {
         }
     }
 
+    /// The cumulative table: `cdf()[s]..cdf()[s + 1]` is byte `s`'s interval.
+    pub fn cdf(&self) -> &[u32] {
+        &self.cdf
+    }
+
     /// Quantises a normalised distribution. Each byte gets `1 + floor(p · (2^24 − 256))`; what
     /// rounding leaves over goes to the most probable byte (the first of equals). A pdf with a
     /// non-finite or negative entry codes with the uniform table instead.
@@ -117,6 +122,63 @@ impl DecoderModel<PRECISION> for QuantizedPdf {
     }
 }
 
+/// A binary decision's model for the mixing stage (src/mix): the 12-bit probability that the
+/// bit is 1, scaled to the coder's [`PRECISION`] (symbol 1 takes the interval's low part).
+pub struct BitModel {
+    one: u32,
+}
+
+/// Bits of a [`BitModel`]'s probability.
+pub const BIT_PRECISION: usize = 12;
+
+impl BitModel {
+    /// `p1` is clamped to `1..4096`, so both outcomes stay codable.
+    pub fn new(p1: i32) -> Self {
+        let p1 = p1.clamp(1, (1 << BIT_PRECISION) - 1) as u32;
+        BitModel {
+            one: p1 << (PRECISION - BIT_PRECISION),
+        }
+    }
+
+    /// Bits the coder spends on `bit` under this model.
+    pub fn cost_bits(&self, bit: bool) -> f64 {
+        let f = if bit { self.one } else { TOTAL - self.one };
+        PRECISION as f64 - (f as f64).log2()
+    }
+}
+
+impl EntropyModel<PRECISION> for BitModel {
+    type Symbol = bool;
+    type Probability = u32;
+}
+
+impl EncoderModel<PRECISION> for BitModel {
+    fn left_cumulative_and_probability(
+        &self,
+        symbol: impl Borrow<bool>,
+    ) -> Option<(u32, NonZeroU32)> {
+        if *symbol.borrow() {
+            NonZeroU32::new(self.one).map(|p| (0, p))
+        } else {
+            NonZeroU32::new(TOTAL - self.one).map(|p| (self.one, p))
+        }
+    }
+}
+
+impl DecoderModel<PRECISION> for BitModel {
+    fn quantile_function(&self, quantile: u32) -> (bool, u32, NonZeroU32) {
+        if quantile < self.one {
+            (true, 0, NonZeroU32::new(self.one).expect("p1 >= 1"))
+        } else {
+            (
+                false,
+                self.one,
+                NonZeroU32::new(TOTAL - self.one).expect("p1 < 1"),
+            )
+        }
+    }
+}
+
 /// Encodes bytes into 32-bit words.
 pub struct Encoder {
     inner: DefaultRangeEncoder,
@@ -138,6 +200,12 @@ impl Encoder {
     pub fn encode(&mut self, byte: u8, pdf: &QuantizedPdf) -> Result<()> {
         self.inner
             .encode_symbol(byte, pdf)
+            .map_err(|e| anyhow!("range encoder failed: {e:?}"))
+    }
+
+    pub fn encode_bit(&mut self, bit: bool, model: &BitModel) -> Result<()> {
+        self.inner
+            .encode_symbol(bit, model)
             .map_err(|e| anyhow!("range encoder failed: {e:?}"))
     }
 
@@ -166,6 +234,13 @@ impl Decoder {
     pub fn decode(&mut self, pdf: &QuantizedPdf) -> Result<u8> {
         self.inner
             .decode_symbol(pdf)
+            .map_err(|e| anyhow!("corrupt compressed data ({e:?})"))
+    }
+
+    /// Decodes one binary decision of the mixing stage.
+    pub fn decode_bit(&mut self, model: &BitModel) -> Result<bool> {
+        self.inner
+            .decode_symbol(model)
             .map_err(|e| anyhow!("corrupt compressed data ({e:?})"))
     }
 }
@@ -205,6 +280,24 @@ mod tests {
         q.set(&bad);
         assert_eq!(q.cdf[VOCAB], TOTAL);
         assert!((q.cost_bits(7) - 8.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn bits_round_trip_at_every_probability() {
+        let mut enc = Encoder::new();
+        let bit = |i: u32| (i * 2_654_435_761u32) >> 31 == 1;
+        let p = |i: u32| ((i * 37) % 4200) as i32 - 50;
+        for i in 0..20_000u32 {
+            enc.encode_bit(bit(i), &BitModel::new(p(i))).unwrap();
+        }
+        let mut dec = Decoder::new(enc.finish()).unwrap();
+        for i in 0..20_000u32 {
+            assert_eq!(
+                dec.decode_bit(&BitModel::new(p(i))).unwrap(),
+                bit(i),
+                "bit {i}"
+            );
+        }
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod coder;
 pub mod format;
 pub mod kernels;
 pub mod levels;
+pub mod mix;
 pub mod model;
 pub mod modelfile;
 pub mod params;

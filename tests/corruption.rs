@@ -243,6 +243,14 @@ fn rwkv7_with_adam_over_segments_survives_every_damage() {
     );
 }
 
+#[test]
+fn mamba1_with_the_mixing_stage_survives_every_damage() {
+    sweep(
+        &common::with_mix(&tiny(ModelKind::Mamba1, Some(OptimizerKind::Adam), 1)),
+        &text(600),
+    );
+}
+
 /// Through the binary: a damaged file ends with status 1 and one line naming the file, and
 /// leaves no output (not even after the trailer check, when all bytes were already written).
 #[test]

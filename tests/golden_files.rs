@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use lmzip::codec::{compress_bytes, decompress_bytes};
 use lmzip::format;
-use lmzip::recipe::{ModelKind, Recipe};
+use lmzip::recipe::{ModelKind, OptimizerKind, Recipe};
 
 fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
@@ -36,11 +36,21 @@ fn input() -> Vec<u8> {
     data
 }
 
-/// Every golden recipe with its file name, e.g. `rwkv7-adam-bptt8.lmz`.
+/// Every golden recipe with its file name, e.g. `rwkv7-adam-bptt8.lmz`: every model and mode,
+/// and with the mixing stage (`-mix.lmz`) prediction only and Adam over segments.
 fn golden_recipes() -> Vec<(String, Recipe)> {
-    [ModelKind::Mamba1, ModelKind::Rwkv7]
+    let kinds = [ModelKind::Mamba1, ModelKind::Rwkv7];
+    let with_mix = kinds.into_iter().flat_map(|kind| {
+        [
+            common::tiny(kind, None, 1),
+            common::tiny(kind, Some(OptimizerKind::Adam), 8),
+        ]
+        .map(|r| common::with_mix(&r))
+    });
+    kinds
         .into_iter()
         .flat_map(common::modes)
+        .chain(with_mix)
         .map(|r| {
             (
                 format!("{}.lmz", common::mode_name(&r).replace('/', "-")),

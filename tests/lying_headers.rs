@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use lmzip::codec::decompress_bytes;
 use lmzip::format::{self, FRAME_MAX, max_words};
+use lmzip::mix::MixSpec;
 use lmzip::model::{mamba1, rwkv7};
 use lmzip::recipe::{
     Action, Base, Body, MAX_BPTT, MAX_DIM, ModelConfig, ModelKind, Pos, Recipe, Rule, Span,
@@ -184,6 +185,26 @@ fn a_header_asking_for_huge_training_buffers_is_refused_before_allocating() {
     refused_at_once(&file_with(&recipe), "working memory");
 }
 
+/// A mixing stage whose tables and match window would take more than this build accepts: the
+/// header is refused before any table is allocated.
+#[test]
+fn a_header_asking_for_a_huge_mixing_stage_is_refused_before_allocating() {
+    let _alone = alone();
+    let mut recipe = lmzip::levels::default_recipe(ModelKind::Mamba1)
+        .edit("cfg:hidden=16,layers=1", None)
+        .unwrap();
+    recipe.mix = Some(MixSpec {
+        orders: 8,
+        word: true,
+        sparse: true,
+        matcher: 28,
+        sse: true,
+        table: 24,
+        rate: 12,
+    });
+    refused_at_once(&file_with(&recipe), "the mixing stage needs");
+}
+
 /// Frame lengths at and beyond their bounds, with nothing behind them: the decoder allocates
 /// at most the frame buffer and the largest word array a frame may have, then finds the file
 /// truncated (or the lengths out of bounds).
@@ -191,7 +212,7 @@ fn a_header_asking_for_huge_training_buffers_is_refused_before_allocating() {
 fn frame_lengths_allocate_no_more_than_their_bounds() {
     let _alone = alone();
     let recipe = lmzip::levels::default_recipe(ModelKind::Mamba1)
-        .edit("cfg:hidden=16,layers=1", None)
+        .edit("cfg:hidden=16,layers=1 mix:off", None)
         .unwrap();
     let frame_bound = FRAME_MAX + 4 * max_words(FRAME_MAX);
     for (raw_len, words, needle) in [
@@ -241,8 +262,9 @@ fn the_binary_refuses_a_model_above_the_limit() {
 }
 
 /// The estimate the limit is checked against follows what decoding really holds: for schedules
-/// that mix one-step updates, SGD, Adam and TBPTT windows, the peak heap of a decode is the
-/// estimate plus the frame buffer and vector-sized scratch, and not far below it.
+/// that mix one-step updates, SGD, Adam and TBPTT windows, with and without the mixing stage,
+/// the peak heap of a decode is the estimate plus the frame buffer and vector-sized scratch,
+/// and not far below it.
 #[test]
 fn the_working_memory_estimate_follows_what_decoding_allocates() {
     let _alone = alone();
@@ -255,16 +277,21 @@ fn the_working_memory_estimate_follows_what_decoding_allocates() {
     for (kind, text) in [
         (
             ModelKind::Mamba1,
-            "cfg:hidden=96,layers=2 0..100:train(opt=sgd,bptt=1) \
+            "cfg:hidden=96,layers=2 mix:off 0..100:train(opt=sgd,bptt=1) \
              100..:train(opt=adam,bptt=200,stride=200)",
         ),
         (
             ModelKind::Mamba1,
-            "cfg:hidden=64,layers=1,state=64 0..:repeat(50:infer,100:train(opt=sgd,bptt=100))",
+            "cfg:hidden=64,layers=1,state=64 mix:off \
+             0..:repeat(50:infer,100:train(opt=sgd,bptt=100))",
+        ),
+        (
+            ModelKind::Mamba1,
+            "cfg:hidden=32,layers=1 mix:orders=6,match=18,table=18 0..:train(opt=adam,bptt=1)",
         ),
         (
             ModelKind::Rwkv7,
-            "cfg:hidden=64,layers=2 0..300:train(opt=adam,bptt=1) \
+            "cfg:hidden=64,layers=2 mix:off 0..300:train(opt=adam,bptt=1) \
              300..:train(opt=sgd,bptt=70,stride=70)",
         ),
     ] {
@@ -274,7 +301,7 @@ fn the_working_memory_estimate_follows_what_decoding_allocates() {
         let lmz = lmzip::codec::compress_bytes(&recipe, &data).unwrap();
         let (out, peak, _) = measure(|| decompress_bytes(&lmz));
         assert_eq!(out.unwrap(), data);
-        let estimate = 4 * lmzip::recipe::working_floats(&recipe);
+        let estimate = recipe.working_bytes();
         // The frame buffer, the output, and the network's vector-sized scratch (with the
         // bookkeeping of each trace's vectors, some hundred bytes a trace).
         let fixed = FRAME_MAX + data.len().next_power_of_two() + 4 * lmz.len();

@@ -1,6 +1,7 @@
 //! The recipe language: every recipe prints to text that parses back to the same recipe, and no
 //! text — valid, damaged or random — makes the parser panic.
 
+use lmzip::mix::MixSpec;
 use lmzip::model::{mamba1, rwkv7};
 use lmzip::params::Scope;
 use lmzip::recipe::{
@@ -121,11 +122,38 @@ fn rule(groups: usize) -> impl Strategy<Value = Rule> {
     (span, body).prop_map(|(span, body)| Rule { span, body })
 }
 
+/// Mixing stages within the limits (or none).
+fn mix() -> impl Strategy<Value = Option<MixSpec>> {
+    proptest::option::of(
+        (
+            0u32..=8,
+            any::<bool>(),
+            any::<bool>(),
+            prop_oneof![Just(0u32), 12u32..=24],
+            any::<bool>(),
+            12u32..=20,
+            1u32..=64,
+        )
+            .prop_map(
+                |(orders, word, sparse, matcher, sse, table, rate)| MixSpec {
+                    orders,
+                    word,
+                    sparse,
+                    matcher,
+                    sse,
+                    table,
+                    rate,
+                },
+            ),
+    )
+}
+
 fn recipe() -> impl Strategy<Value = Recipe> {
-    base().prop_flat_map(|base| {
+    (base(), mix()).prop_flat_map(|(base, mix)| {
         let groups = lmzip::train::trained_groups(base.config().kind()).len();
         proptest::collection::vec(rule(groups), 0..6).prop_map(move |schedule| Recipe {
             base: base.clone(),
+            mix,
             schedule,
         })
     })

@@ -15,7 +15,7 @@ fn tiny(kind: ModelKind, rules: &str) -> Recipe {
         ModelKind::Rwkv7 => "cfg:hidden=64,layers=1",
     };
     lmzip::levels::default_recipe(kind)
-        .edit(&format!("{size} {rules}"), None)
+        .edit(&format!("{size} mix:off {rules}"), None)
         .unwrap()
 }
 
@@ -136,7 +136,7 @@ fn golden_compressed_bytes() {
     // lane count (so every kernel's tail path is pinned too).
     let odd_mamba = lmzip::levels::default_recipe(ModelKind::Mamba1)
         .edit(
-            "cfg:hidden=20,layers=1,intermediate=44,state=5,conv=3,dt_rank=3 \
+            "cfg:hidden=20,layers=1,intermediate=44,state=5,conv=3,dt_rank=3 mix:off \
              0..:train(opt=adam,lr=0.003,bptt=8)",
             None,
         )
@@ -144,7 +144,7 @@ fn golden_compressed_bytes() {
     let odd_rwkv = lmzip::levels::default_recipe(ModelKind::Rwkv7)
         .edit(
             "cfg:hidden=64,layers=2,intermediate=100,decay_rank=5,a_rank=6,v_rank=7,g_rank=9 \
-             0..:train(opt=adam,lr=0.003,bptt=8)",
+             mix:off 0..:train(opt=adam,lr=0.003,bptt=8)",
             None,
         )
         .unwrap();

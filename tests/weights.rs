@@ -17,8 +17,9 @@ fn tiny(kind: ModelKind, rules: &str) -> Recipe {
         ModelKind::Mamba1 => "cfg:hidden=16,layers=1",
         ModelKind::Rwkv7 => "cfg:hidden=64,layers=1",
     };
+    // The network alone: a model file carries the network, not the mixing stage's tables.
     lmzip::levels::default_recipe(kind)
-        .edit(&format!("{size} {rules}"), None)
+        .edit(&format!("{size} mix:off {rules}"), None)
         .unwrap()
 }
 
@@ -286,6 +287,7 @@ fn predictions(bytes: &[u8]) -> Vec<u64> {
     let w = weights(bytes, "m");
     let recipe = Recipe {
         base: w.base().unwrap(),
+        mix: None,
         schedule: vec![],
     };
     let mut p = predictor::build(&recipe, Some(&w)).unwrap();

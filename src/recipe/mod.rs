@@ -15,6 +15,7 @@ use std::fmt;
 
 use anyhow::{Result, bail};
 
+use crate::mix::MixSpec;
 use crate::params::Scope;
 
 pub use crate::model::{MAX_DIM, MAX_PARAMS, ModelConfig, ModelKind};
@@ -259,6 +260,9 @@ impl Base {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Recipe {
     pub base: Base,
+    /// The mixing stage between the network and the coder (src/mix), if any: the item
+    /// `mix:KEY=N,...` after the base.
+    pub mix: Option<MixSpec>,
     /// Bytes no rule holds are only predicted.
     pub schedule: Vec<Rule>,
 }
@@ -268,6 +272,7 @@ impl Recipe {
     pub fn fresh(config: ModelConfig, seed: u64, action: Action) -> Self {
         Recipe {
             base: Base::Fresh { config, seed },
+            mix: None,
             schedule: vec![Rule {
                 span: Span::ALL,
                 body: Body::Action(action),
@@ -335,7 +340,10 @@ impl Recipe {
                 }
             }
         }
-        let bytes = working_floats(self).saturating_mul(4);
+        if let Some(mix) = &self.mix {
+            mix.validate()?;
+        }
+        let bytes = self.working_bytes();
         if bytes > MAX_WORKING_BYTES {
             bail!(
                 "this model and schedule need about {} MiB of working memory; this build \
@@ -345,6 +353,14 @@ impl Recipe {
             );
         }
         Ok(())
+    }
+
+    /// The memory a run of this recipe needs, estimated from its sizes alone: the predictor's
+    /// working floats ([`working_floats`]) and the mixing stage's tables.
+    pub fn working_bytes(&self) -> usize {
+        working_floats(self)
+            .saturating_mul(4)
+            .saturating_add(self.mix.as_ref().map_or(0, MixSpec::bytes))
     }
 
     /// Whether every position is in bytes (as the header requires).

@@ -5,8 +5,8 @@
 use lmzip::recipe::{Action, ModelKind, OptimizerKind, Recipe};
 
 /// A small network, so that whole sweeps run in seconds: Mamba-1 16 wide, RWKV-7 one head
-/// (64 wide), one block each, trained on every byte by one rule. `optimizer` `None` only
-/// predicts; learning rates as the round-trip tests use them.
+/// (64 wide), one block each, trained on every byte by one rule, without the mixing stage.
+/// `optimizer` `None` only predicts; learning rates as the round-trip tests use them.
 pub fn tiny(kind: ModelKind, optimizer: Option<OptimizerKind>, bptt: usize) -> Recipe {
     let hidden = match kind {
         ModelKind::Mamba1 => 16,
@@ -27,8 +27,20 @@ pub fn tiny(kind: ModelKind, optimizer: Option<OptimizerKind>, bptt: usize) -> R
         }
     };
     lmzip::levels::default_recipe(kind)
-        .edit(&format!("cfg:hidden={hidden},layers=1 0..:{action}"), None)
+        .edit(
+            &format!("cfg:hidden={hidden},layers=1 mix:off 0..:{action}"),
+            None,
+        )
         .unwrap()
+}
+
+/// The mixing stage with small tables (64K counters, a 64 KiB match window), so that tests
+/// allocate little; the other settings are the default stage's.
+pub const SMALL_MIX: &str = "mix:table=16,match=16";
+
+/// `recipe` with the small mixing stage.
+pub fn with_mix(recipe: &Recipe) -> Recipe {
+    recipe.edit(SMALL_MIX, None).unwrap()
 }
 
 /// The training modes every model is checked in: prediction only, one-step SGD and Adam, and
@@ -42,14 +54,16 @@ pub fn modes(kind: ModelKind) -> Vec<Recipe> {
     ]
 }
 
-/// `model/optimizer/bptt` of a one-rule recipe, e.g. `rwkv7/adam/bptt8` or `mamba1/none/bptt1`:
-/// how messages and file names name a recipe.
+/// `model/optimizer/bptt` of a one-rule recipe, e.g. `rwkv7/adam/bptt8` or `mamba1/none/bptt1`,
+/// with `/mix` after it when the recipe has the mixing stage: how messages and file names name
+/// a recipe.
 pub fn mode_name(r: &Recipe) -> String {
     let (opt, bptt) = match r.actions().next() {
         Some(Action::Train(t)) => (t.optimizer.name(), t.bptt),
         Some(Action::Infer) | None => ("none", 1),
     };
-    format!("{}/{opt}/bptt{bptt}", r.kind().name())
+    let mix = if r.mix.is_some() { "/mix" } else { "" };
+    format!("{}/{opt}/bptt{bptt}{mix}", r.kind().name())
 }
 
 /// English-like text with a small vocabulary, so that a model has something to learn.

@@ -1,0 +1,127 @@
+//! Context statistics: for each context (the last N bytes, or the current word), the chance
+//! that the next bit is 1, kept in an adaptive counter per (context, bits of the byte so far).
+//!
+//! A counter is one `u32`: a 16-bit probability, an 8-bit check taken from the context's hash
+//! (so that a slot another context claimed reads as unseen instead of as someone else's
+//! statistics) and an 8-bit count of updates. The probability moves toward each bit by
+//! `1 / (count + 1.5)`, so the first updates average the bits seen (a context seen once predicts
+//! its bit at about 0.83) and later ones follow a moving average of `LIMIT` bits.
+
+use super::logistic::stretch;
+
+/// Updates after which a counter adapts at its slowest rate, `1 / (LIMIT + 1.5)`.
+const LIMIT: u32 = 30;
+/// A fresh counter: probability one half, count 0.
+const FRESH_P: u32 = 1 << 15;
+
+/// `65536 / (n + 1.5)` for each count `n`: the step toward the bit, in 1/65536.
+fn rate(n: u32) -> i64 {
+    (131_072 / (2 * n as i64 + 3)).max(1)
+}
+
+/// One table of counters addressed by hashes.
+pub struct CounterTable {
+    slots: Vec<u32>,
+    bits: u32,
+}
+
+impl CounterTable {
+    /// A table of `2^bits` counters.
+    pub fn new(bits: u32) -> Self {
+        CounterTable {
+            slots: vec![0; 1usize << bits],
+            bits,
+        }
+    }
+
+    /// The slot index and check byte of a 32-bit hash.
+    fn locate(&self, hash: u32) -> (usize, u32) {
+        let index = (hash >> (32 - self.bits)) as usize;
+        let check = (hash >> (24 - self.bits.min(24))) & 0xff;
+        (index, check)
+    }
+
+    /// The counter for `hash`: its 12-bit probability and count, or `None` if the slot holds
+    /// another context (or none yet).
+    pub fn get(&self, hash: u32) -> Option<(i32, u32)> {
+        let (i, check) = self.locate(hash);
+        let s = self.slots[i];
+        let n = s & 0xff;
+        ((s >> 8) & 0xff == check && n > 0).then_some(((s >> 20) as i32, n))
+    }
+
+    /// Moves the counter for `hash` toward `bit`, claiming the slot if another context held it.
+    pub fn update(&mut self, hash: u32, bit: u32) {
+        let (i, check) = self.locate(hash);
+        let s = self.slots[i];
+        let (p, n) = if (s >> 8) & 0xff == check && s & 0xff > 0 {
+            (s >> 16, s & 0xff)
+        } else {
+            (FRESH_P, 0)
+        };
+        let target = if bit == 1 { 65535i64 } else { 0 };
+        let p = (p as i64 + (((target - p as i64) * rate(n)) >> 16)).clamp(1, 65535) as u32;
+        self.slots[i] = (p << 16) | (check << 8) | (n + 1).min(LIMIT);
+    }
+}
+
+/// The inputs a counter gives the mixer: its stretched probability, and the same scaled by
+/// how sure the count makes it (0 for an unseen context).
+pub fn inputs(counter: Option<(i32, u32)>) -> [i32; 2] {
+    match counter {
+        None => [0, 0],
+        Some((p, n)) => {
+            let st = stretch(p);
+            let confidence = n.min(15) as i32;
+            [st, (st * confidence) >> 4]
+        }
+    }
+}
+
+/// Hash of a context with a salt (which order, which model): spreads nearby values over all
+/// 32 bits.
+pub fn hash(value: u64, salt: u32) -> u32 {
+    let x = (value ^ ((salt as u64) << 56))
+        .wrapping_add(salt as u64)
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let x = (x ^ (x >> 29)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    (x >> 32) as u32
+}
+
+/// A context hash combined with the bits of the current byte so far (`c0`, 1 to 255: a
+/// leading 1, then the bits).
+pub fn with_partial(context: u32, c0: u32) -> u32 {
+    let x = (context ^ c0.wrapping_mul(0x2F0B_3C47)).wrapping_mul(0x9E37_79B1);
+    x ^ (x >> 15)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_counter_learns_its_context_and_forgets_a_stranger() {
+        let mut t = CounterTable::new(10);
+        let ctx = with_partial(hash(42, 1), 1);
+        assert_eq!(t.get(ctx), None);
+        let mut last = 2048;
+        for k in 0..20 {
+            t.update(ctx, 1);
+            let (p, n) = t.get(ctx).unwrap();
+            assert_eq!(n, k + 1);
+            assert!(p > last || p >= 4090, "confidence rises: {p} after {last}");
+            last = p;
+        }
+        assert!(last > 3900, "{last}");
+        // The same slot with another check byte reads as unseen.
+        let (i, check) = t.locate(ctx);
+        let other = (0u64..)
+            .map(|v: u64| with_partial(hash(v, 1), 1))
+            .find(|&h| t.locate(h).0 == i && t.locate(h).1 != check)
+            .unwrap();
+        assert_eq!(t.get(other), None);
+        t.update(other, 0);
+        assert_eq!(t.get(ctx), None);
+        assert!(t.get(other).unwrap().0 < 1024);
+    }
+}

@@ -1,0 +1,165 @@
+//! The online mixer: a logistic regression over stretched probabilities, trained on each coded
+//! bit to minimise its code length. Weight sets are chosen by small contexts (the bits of the
+//! byte so far, the match state, which orders have seen their context), as in the PAQ family;
+//! a second layer mixes what the sets predict.
+//!
+//! Fixed point: inputs are stretch units (1/256, see [`super::logistic`]), weights have 16
+//! fractional bits, sums are `i64`. The gradient step is `w += x · err · rate / 16384` with
+//! `err = 4096·bit − p`, rounded down, so both sides compute the same weights.
+
+use super::logistic::{ST_MAX, squash};
+
+/// Largest weight magnitude (64.0): keeps a run of surprises from pushing weights anywhere.
+const W_MAX: i32 = 64 << 16;
+
+/// One layer with selectable weight sets.
+pub struct Mixer {
+    inputs: usize,
+    weights: Vec<i32>,
+    /// Offset of the selected set in `weights`.
+    selected: usize,
+    /// Learning rate, in 1/16384 per (stretch unit × 12-bit error).
+    rate: i32,
+    /// What the selected set predicted: stretch units and 12-bit probability.
+    dot: i32,
+    p: i32,
+}
+
+impl Mixer {
+    /// `sets` weight sets over `inputs` inputs, each starting as `init`.
+    pub fn new(inputs: usize, sets: usize, rate: i32, init: &[i32]) -> Self {
+        debug_assert_eq!(init.len(), inputs);
+        let mut weights = Vec::with_capacity(inputs * sets);
+        for _ in 0..sets {
+            weights.extend_from_slice(init);
+        }
+        Mixer {
+            inputs,
+            weights,
+            selected: 0,
+            rate,
+            dot: 0,
+            p: 2048,
+        }
+    }
+
+    /// Bytes of memory a mixer of these sizes takes.
+    pub fn bytes(inputs: usize, sets: usize) -> usize {
+        4 * inputs * sets
+    }
+
+    /// Mixes `x` with weight set `set`; returns the prediction in stretch units.
+    pub fn mix(&mut self, x: &[i32], set: usize) -> i32 {
+        debug_assert_eq!(x.len(), self.inputs);
+        self.selected = set * self.inputs;
+        let w = &self.weights[self.selected..self.selected + self.inputs];
+        let mut sum = 0i64;
+        for i in 0..self.inputs {
+            sum += x[i] as i64 * w[i] as i64;
+        }
+        self.dot = (sum >> 16).clamp(-(ST_MAX as i64), ST_MAX as i64) as i32;
+        self.p = squash(self.dot);
+        self.dot
+    }
+
+    /// The last prediction as a 12-bit probability.
+    pub fn p(&self) -> i32 {
+        self.p
+    }
+
+    /// One gradient step of the selected set on the coded bit.
+    pub fn update(&mut self, x: &[i32], bit: u32) {
+        let err = ((bit as i32) << 12) - self.p;
+        let scaled = err as i64 * self.rate as i64;
+        let w = &mut self.weights[self.selected..self.selected + self.inputs];
+        for i in 0..self.inputs {
+            let step = (x[i] as i64 * scaled) >> 14;
+            w[i] = (w[i] as i64 + step).clamp(-(W_MAX as i64), W_MAX as i64) as i32;
+        }
+    }
+}
+
+/// Two layers: one [`Mixer`] per selector context, then a final mixer over their outputs.
+pub struct Mixer2 {
+    first: Vec<Mixer>,
+    last: Mixer,
+    outputs: Vec<i32>,
+}
+
+impl Mixer2 {
+    /// `sets[k]` weight sets for selector `k`; every first-layer set starts as `init`.
+    pub fn new(inputs: usize, sets: &[usize], rate: i32, init: &[i32]) -> Self {
+        let k = sets.len();
+        let even = vec![(1 << 16) / k as i32; k];
+        Mixer2 {
+            first: sets
+                .iter()
+                .map(|&s| Mixer::new(inputs, s, rate, init))
+                .collect(),
+            last: Mixer::new(k, 8, rate, &even),
+            outputs: vec![0; k],
+        }
+    }
+
+    pub fn bytes(inputs: usize, sets: &[usize]) -> usize {
+        sets.iter().map(|&s| Mixer::bytes(inputs, s)).sum::<usize>() + Mixer::bytes(sets.len(), 8)
+    }
+
+    /// Mixes `x` with the first layer's sets chosen by `select` (one per selector) and the last
+    /// layer's set `last_set` (0..8); returns a 12-bit probability.
+    pub fn mix(&mut self, x: &[i32], select: &[usize], last_set: usize) -> i32 {
+        for (k, m) in self.first.iter_mut().enumerate() {
+            self.outputs[k] = m.mix(x, select[k]);
+        }
+        self.last.mix(&self.outputs, last_set);
+        self.last.p()
+    }
+
+    pub fn update(&mut self, x: &[i32], bit: u32) {
+        for m in &mut self.first {
+            m.update(x, bit);
+        }
+        self.last.update(&self.outputs, bit);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mix::logistic::stretch;
+
+    /// Two inputs, one right and one noise: the mixer learns to trust the right one.
+    #[test]
+    fn the_mixer_learns_which_input_to_trust() {
+        let mut m = Mixer::new(2, 1, 64, &[1 << 14, 1 << 14]);
+        let mut x = 0x1234_5678u32;
+        let mut cost_early = 0.0;
+        let mut cost_late = 0.0;
+        for t in 0..4000 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            let bit = x & 1;
+            let good = if bit == 1 {
+                stretch(3900)
+            } else {
+                stretch(196)
+            };
+            let noise = if (x >> 8) & 1 == 1 { 1000 } else { -1000 };
+            let inputs = [good, noise];
+            m.mix(&inputs, 0);
+            let p = m.p() as f64 / 4096.0;
+            let c = -(if bit == 1 { p } else { 1.0 - p }).log2();
+            if t < 200 {
+                cost_early += c;
+            } else if t >= 3800 {
+                cost_late += c;
+            }
+            m.update(&inputs, bit);
+        }
+        assert!(cost_late < cost_early / 2.0, "{cost_late} vs {cost_early}");
+        assert!(cost_late / 200.0 < 0.2, "{cost_late}");
+        let w = &m.weights;
+        assert!(w[0] > 4 * w[1].abs(), "{w:?}");
+    }
+}

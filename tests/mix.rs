@@ -1,0 +1,120 @@
+//! The mixing stage (src/mix, recipe item `mix:`): round trips with it on for both models in
+//! every training mode, on the inputs that break compressors; it stores its settings in the
+//! header; and it pays for itself on the kinds of data it is for.
+
+mod common;
+
+use common::{binary, mode_name, modes, text, tiny, with_mix};
+use lmzip::codec::{compress_bytes, decompress_bytes, decompress_bytes_with};
+use lmzip::mix::MixSpec;
+use lmzip::recipe::{ModelKind, OptimizerKind, Recipe};
+
+fn xorshift_bytes(n: usize, mut seed: u64) -> Vec<u8> {
+    (0..n)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 24) as u8
+        })
+        .collect()
+}
+
+fn inputs() -> Vec<(&'static str, Vec<u8>)> {
+    vec![
+        ("empty", Vec::new()),
+        ("one byte", vec![0x5a]),
+        ("all 256 values", (0..=255u8).collect()),
+        ("long run", vec![b'a'; 5000]),
+        ("random 4 KiB", xorshift_bytes(4 * 1024, 0x1234_5678)),
+        ("text", text(3000)),
+    ]
+}
+
+fn assert_round_trip(recipe: &Recipe, name: &str, data: &[u8]) -> Vec<u8> {
+    let name = format!("{} {name}", mode_name(recipe));
+    let packed = compress_bytes(recipe, data).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+    let back = decompress_bytes(&packed).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+    assert!(back == data, "{name}: decoded bytes differ ({recipe})");
+    packed
+}
+
+#[test]
+fn mamba1_with_the_stage_round_trips_every_input_in_every_mode() {
+    for recipe in modes(ModelKind::Mamba1) {
+        for (name, data) in inputs() {
+            assert_round_trip(&with_mix(&recipe), name, &data);
+        }
+    }
+}
+
+#[test]
+fn rwkv7_with_the_stage_round_trips_every_input_in_every_mode() {
+    for recipe in modes(ModelKind::Rwkv7) {
+        for (name, data) in inputs() {
+            assert_round_trip(&with_mix(&recipe), name, &data);
+        }
+    }
+}
+
+/// Each part of the stage on its own, and the full default-sized stage over several frames.
+#[test]
+fn every_configuration_of_the_stage_round_trips() {
+    let base = tiny(ModelKind::Mamba1, Some(OptimizerKind::Adam), 1);
+    let mut data = text(3000);
+    data.extend(binary(3000, 5));
+    for mix in [
+        "mix:orders=0,word=0,sparse=0,match=0,sse=0",
+        "mix:orders=0,word=0,sparse=0,match=12,sse=0",
+        "mix:orders=1,word=0,sparse=0,match=0,sse=1",
+        "mix:orders=8,word=1,sparse=1,match=0,sse=0,table=12,rate=1",
+        "mix:orders=3,word=0,sparse=1,match=20,sse=1,table=18,rate=64",
+    ] {
+        let recipe = base.edit(mix, None).unwrap();
+        assert_round_trip(&recipe, mix, &data);
+    }
+    let infer = tiny(ModelKind::Mamba1, None, 1).edit("mix:", None).unwrap();
+    assert_eq!(infer.mix, Some(MixSpec::DEFAULT));
+    let frames = vec![b'x'; lmzip::format::FRAME_MAX * 2 + 1000];
+    assert_round_trip(&infer, "three frames of a run", &frames);
+}
+
+#[test]
+fn the_header_stores_the_stage_and_the_decoder_runs_it() {
+    let recipe = tiny(ModelKind::Rwkv7, Some(OptimizerKind::Sgd), 1)
+        .edit("mix:orders=4,rate=7,table=14,match=14", None)
+        .unwrap();
+    let text_of = recipe.to_text();
+    assert!(
+        text_of.contains(" mix:orders=4,word=1,sparse=1,match=14,sse=1,table=14,rate=7 0..:"),
+        "{text_of}"
+    );
+    let data = text(2000);
+    let packed = compress_bytes(&recipe, &data).unwrap();
+    let (back, summary) =
+        decompress_bytes_with(&lmzip::codec::Options::default(), &packed).unwrap();
+    assert_eq!(back, data);
+    assert_eq!(summary.recipe, recipe);
+    // Without the stage the same network codes other bytes.
+    let plain = recipe.edit("mix:off", None).unwrap();
+    assert_eq!(plain.mix, None);
+    assert_ne!(compress_bytes(&plain, &data).unwrap(), packed);
+}
+
+/// On text the network has barely begun to learn, and on binary records, context statistics
+/// and the match model predict what the network has not learned yet.
+#[test]
+fn the_stage_beats_the_network_alone_on_text_and_records() {
+    for kind in ModelKind::ALL {
+        let plain = tiny(kind, Some(OptimizerKind::Adam), 1);
+        let mixed = with_mix(&plain);
+        for (name, data) in [("text", text(4000)), ("records", binary(4000, 9))] {
+            let a = compress_bytes(&plain, &data).unwrap().len();
+            let b = assert_round_trip(&mixed, name, &data).len();
+            assert!(
+                b * 10 < a * 9,
+                "{kind:?} {name}: {b} bytes with the stage, {a} without"
+            );
+        }
+    }
+}
