@@ -85,10 +85,7 @@ pub fn save<N: Network>(s: &Saved<'_, N>) -> Result<Vec<u8>> {
         ("recipe", s.recipe.to_text()),
         ("position", s.position.to_string()),
         ("adam_steps", s.adam_steps.to_string()),
-        (
-            "action",
-            crate::recipe::text::print_action(s.action, s.kind),
-        ),
+        ("action", crate::recipe::print_action(s.action, s.kind)),
         ("phase", s.phase.to_string()),
         ("replay", crate::recipe::hex(&s.replay)),
     ]

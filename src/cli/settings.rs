@@ -10,7 +10,7 @@ use super::args::{Cli, Command, CompressArgs, InputArgs, ModelArgs, OutputArgs};
 use crate::levels;
 use crate::modelfile::Weights;
 use crate::params::Scope;
-use crate::recipe::{Action, Base, ModelKind, OptimizerKind, Recipe, text};
+use crate::recipe::{self, Action, Base, ModelKind, OptimizerKind, Recipe};
 
 /// The model used when neither `--model`, the recipe nor a model file names one.
 pub const DEFAULT_MODEL: ModelKind = ModelKind::Mamba1;
@@ -170,7 +170,7 @@ impl RecipePlan {
     fn file_in_text(&self) -> Option<PathBuf> {
         self.text
             .as_deref()
-            .and_then(text::file_path)
+            .and_then(recipe::file_path)
             .map(PathBuf::from)
     }
 
@@ -182,7 +182,7 @@ impl RecipePlan {
             .transpose()
             .context("cannot use the model file")?;
         let from_file = file_base.as_ref().map(|b| b.config().kind());
-        let from_text = self.text.as_deref().and_then(text::declared_kind);
+        let from_text = self.text.as_deref().and_then(recipe::declared_kind);
         let mut kind = None;
         for (source, k) in [
             ("--model", self.kind),

@@ -57,6 +57,107 @@ pub const RATE: std::ops::RangeInclusive<u32> = 1..=64;
 /// Counters of the order-0 and order-1 tables, log2 (a byte and a partial byte fit in 16 bits).
 const SMALL_TABLE_BITS: u32 = 16;
 
+/// One key of the recipe's `mix:` item (docs/recipes.md, "The mixing stage"): its name, how
+/// it reads and sets its whole-number value, and the values it takes. The recipe's parser,
+/// printer and error messages and [`MixSpec::validate`] all follow [`KEYS`].
+pub struct MixKey {
+    pub name: &'static str,
+    pub get: fn(&MixSpec) -> u32,
+    /// Sets a value that `check` accepted.
+    pub set: fn(&mut MixSpec, u32),
+    /// The values the key takes; the message names the key.
+    pub check: fn(u32) -> Result<(), String>,
+}
+
+/// The keys of `mix:` in canonical order.
+pub static KEYS: [MixKey; 7] = [
+    MixKey {
+        name: "orders",
+        get: |m| m.orders,
+        set: |m, v| m.orders = v,
+        check: |v| match v <= MAX_ORDERS {
+            true => Ok(()),
+            false => Err(format!("mix orders {v} is out of range (0..={MAX_ORDERS})")),
+        },
+    },
+    MixKey {
+        name: "word",
+        get: |m| m.word as u32,
+        set: |m, v| m.word = v != 0,
+        check: |v| flag(v, "word"),
+    },
+    MixKey {
+        name: "sparse",
+        get: |m| m.sparse as u32,
+        set: |m, v| m.sparse = v != 0,
+        check: |v| flag(v, "sparse"),
+    },
+    MixKey {
+        name: "match",
+        get: |m| m.matcher,
+        set: |m, v| m.matcher = v,
+        check: |v| match v == 0 || MATCH_BITS.contains(&v) {
+            true => Ok(()),
+            false => Err(format!(
+                "mix match {v} is out of range (0 for none, or {}..={}, log2 of the window)",
+                MATCH_BITS.start(),
+                MATCH_BITS.end()
+            )),
+        },
+    },
+    MixKey {
+        name: "sse",
+        get: |m| m.sse as u32,
+        set: |m, v| m.sse = v != 0,
+        check: |v| flag(v, "sse"),
+    },
+    MixKey {
+        name: "table",
+        get: |m| m.table,
+        set: |m, v| m.table = v,
+        check: |v| match TABLE_BITS.contains(&v) {
+            true => Ok(()),
+            false => Err(format!(
+                "mix table {v} is out of range ({}..={}, log2 of counters)",
+                TABLE_BITS.start(),
+                TABLE_BITS.end()
+            )),
+        },
+    },
+    MixKey {
+        name: "rate",
+        get: |m| m.rate,
+        set: |m, v| m.rate = v,
+        check: |v| match RATE.contains(&v) {
+            true => Ok(()),
+            false => Err(format!(
+                "mix rate {v} is out of range ({}..={})",
+                RATE.start(),
+                RATE.end()
+            )),
+        },
+    },
+];
+
+/// The key named `name`.
+pub fn key(name: &str) -> Option<&'static MixKey> {
+    KEYS.iter().find(|k| k.name == name)
+}
+
+/// The key names in canonical order, joined by `sep`.
+pub fn key_names(sep: &str) -> String {
+    let names: Vec<&str> = KEYS.iter().map(|k| k.name).collect();
+    names.join(sep)
+}
+
+/// A 0/1 switch.
+fn flag(v: u32, key: &str) -> Result<(), String> {
+    match v {
+        0 | 1 => Ok(()),
+        _ => Err(format!("mix {key} is 0 or 1")),
+    }
+}
+
 impl MixSpec {
     /// The stage as the default level uses it.
     pub const DEFAULT: MixSpec = MixSpec {
@@ -69,77 +170,12 @@ impl MixSpec {
         rate: 12,
     };
 
-    /// The keys of `mix:` in canonical order with their values.
-    pub fn keys(&self) -> [(&'static str, u32); 7] {
-        [
-            ("orders", self.orders),
-            ("word", self.word as u32),
-            ("sparse", self.sparse as u32),
-            ("match", self.matcher),
-            ("sse", self.sse as u32),
-            ("table", self.table),
-            ("rate", self.rate),
-        ]
-    }
-
-    pub const KEY_NAMES: [&'static str; 7] =
-        ["orders", "word", "sparse", "match", "sse", "table", "rate"];
-
-    /// Sets one key; the message says what values it takes.
-    pub fn set(&mut self, key: &str, v: u32) -> Result<()> {
-        let flag = |v: u32| -> Result<bool> {
-            match v {
-                0 => Ok(false),
-                1 => Ok(true),
-                _ => bail!("mix {key} is 0 or 1"),
-            }
-        };
-        match key {
-            "orders" => self.orders = v,
-            "word" => self.word = flag(v)?,
-            "sparse" => self.sparse = flag(v)?,
-            "match" => self.matcher = v,
-            "sse" => self.sse = flag(v)?,
-            "table" => self.table = v,
-            "rate" => self.rate = v,
-            _ => bail!(
-                "mix has no key '{key}' (keys: {})",
-                Self::KEY_NAMES.join(", ")
-            ),
-        }
-        Ok(())
-    }
-
+    /// Checks every key ([`KEYS`]) and the memory the stage needs.
     pub fn validate(&self) -> Result<()> {
-        if self.orders > MAX_ORDERS {
-            bail!(
-                "mix orders {} is out of range (0..={MAX_ORDERS})",
-                self.orders
-            );
-        }
-        if !TABLE_BITS.contains(&self.table) {
-            bail!(
-                "mix table {} is out of range ({}..={}, log2 of counters)",
-                self.table,
-                TABLE_BITS.start(),
-                TABLE_BITS.end()
-            );
-        }
-        if self.matcher != 0 && !MATCH_BITS.contains(&self.matcher) {
-            bail!(
-                "mix match {} is out of range (0 for none, or {}..={}, log2 of the window)",
-                self.matcher,
-                MATCH_BITS.start(),
-                MATCH_BITS.end()
-            );
-        }
-        if !RATE.contains(&self.rate) {
-            bail!(
-                "mix rate {} is out of range ({}..={})",
-                self.rate,
-                RATE.start(),
-                RATE.end()
-            );
+        for key in &KEYS {
+            if let Err(message) = (key.check)((key.get)(self)) {
+                bail!(message);
+            }
         }
         let bytes = self.bytes();
         if bytes > MAX_MIX_BYTES {

@@ -105,7 +105,11 @@ impl ModelConfig {
         }
     }
 
+    /// The shared bounds of the sizes ([`ModelConfig::check_sizes`]), then the model's own.
     pub fn validate(&self) -> Result<()> {
+        if let Err((_, message)) = self.check_sizes() {
+            bail!(message);
+        }
         match self {
             ModelConfig::Mamba1(c) => c.validate(),
             ModelConfig::Rwkv7(c) => c.validate(),
@@ -139,63 +143,46 @@ impl ModelConfig {
         }
     }
 
-    /// The sizes as the recipe language names them, in canonical order.
+    /// The sizes as the recipe language names them, in canonical order ([`SizeKey`]).
     pub fn keys(&self) -> Vec<(&'static str, usize)> {
         match self {
-            ModelConfig::Mamba1(c) => vec![
-                ("hidden", c.hidden),
-                ("layers", c.layers),
-                ("intermediate", c.inner),
-                ("state", c.state),
-                ("conv", c.conv),
-                ("dt_rank", c.dt_rank),
-            ],
-            ModelConfig::Rwkv7(c) => vec![
-                ("hidden", c.hidden),
-                ("layers", c.layers),
-                ("intermediate", c.intermediate),
-                ("decay_rank", c.decay_rank),
-                ("a_rank", c.a_rank),
-                ("v_rank", c.v_rank),
-                ("g_rank", c.g_rank),
-            ],
+            ModelConfig::Mamba1(c) => MAMBA1_SIZES.iter().map(|k| (k.name, (k.get)(c))).collect(),
+            ModelConfig::Rwkv7(c) => RWKV7_SIZES.iter().map(|k| (k.name, (k.get)(c))).collect(),
         }
     }
 
     /// The size keys of a model kind, in canonical order.
     pub fn key_names(kind: ModelKind) -> Vec<&'static str> {
-        Self::default_for(kind)
-            .keys()
-            .into_iter()
-            .map(|(k, _)| k)
-            .collect()
+        match kind {
+            ModelKind::Mamba1 => MAMBA1_SIZES.iter().map(|k| k.name).collect(),
+            ModelKind::Rwkv7 => RWKV7_SIZES.iter().map(|k| k.name).collect(),
+        }
     }
 
     /// Sets one size by its recipe name; false if the model has no such size.
     pub fn set_key(&mut self, key: &str, v: usize) -> bool {
-        let slot = match self {
-            ModelConfig::Mamba1(c) => match key {
-                "hidden" => &mut c.hidden,
-                "layers" => &mut c.layers,
-                "intermediate" => &mut c.inner,
-                "state" => &mut c.state,
-                "conv" => &mut c.conv,
-                "dt_rank" => &mut c.dt_rank,
-                _ => return false,
-            },
-            ModelConfig::Rwkv7(c) => match key {
-                "hidden" => &mut c.hidden,
-                "layers" => &mut c.layers,
-                "intermediate" => &mut c.intermediate,
-                "decay_rank" => &mut c.decay_rank,
-                "a_rank" => &mut c.a_rank,
-                "v_rank" => &mut c.v_rank,
-                "g_rank" => &mut c.g_rank,
-                _ => return false,
-            },
-        };
-        *slot = v;
-        true
+        fn set<C>(table: &[SizeKey<C>], c: &mut C, key: &str, v: usize) -> bool {
+            let found = table.iter().find(|k| k.name == key);
+            found.map(|k| (k.set)(c, v)).is_some()
+        }
+        match self {
+            ModelConfig::Mamba1(c) => set(&MAMBA1_SIZES, c, key, v),
+            ModelConfig::Rwkv7(c) => set(&RWKV7_SIZES, c, key, v),
+        }
+    }
+
+    /// The bounds every size shares (1 to [`MAX_DIM`]): the first size out of them, by its
+    /// recipe name, with the message. [`ModelConfig::validate`] checks them first, and the
+    /// recipe parser points at the size's value with it.
+    pub fn check_sizes(&self) -> Result<(), (&'static str, String)> {
+        for (key, v) in self.keys() {
+            if !(1..=MAX_DIM).contains(&v) {
+                let kind = self.kind().name();
+                let message = format!("{kind} {key} = {v} is out of range (1..={MAX_DIM})");
+                return Err((key, message));
+            }
+        }
+        Ok(())
     }
 
     /// Applies recipe keys onto these sizes. Giving `hidden` without `intermediate` derives the
@@ -215,6 +202,85 @@ impl ModelConfig {
         Ok(())
     }
 }
+
+/// One size of a model as the recipe's `cfg:` item names it (docs/recipes.md, "Base"): the
+/// tables below give the recipe's keys, their canonical order and where each is stored.
+struct SizeKey<C> {
+    name: &'static str,
+    get: fn(&C) -> usize,
+    set: fn(&mut C, usize),
+}
+
+static MAMBA1_SIZES: [SizeKey<mamba1::Config>; 6] = [
+    SizeKey {
+        name: "hidden",
+        get: |c| c.hidden,
+        set: |c, v| c.hidden = v,
+    },
+    SizeKey {
+        name: "layers",
+        get: |c| c.layers,
+        set: |c, v| c.layers = v,
+    },
+    SizeKey {
+        name: "intermediate",
+        get: |c| c.inner,
+        set: |c, v| c.inner = v,
+    },
+    SizeKey {
+        name: "state",
+        get: |c| c.state,
+        set: |c, v| c.state = v,
+    },
+    SizeKey {
+        name: "conv",
+        get: |c| c.conv,
+        set: |c, v| c.conv = v,
+    },
+    SizeKey {
+        name: "dt_rank",
+        get: |c| c.dt_rank,
+        set: |c, v| c.dt_rank = v,
+    },
+];
+
+static RWKV7_SIZES: [SizeKey<rwkv7::Config>; 7] = [
+    SizeKey {
+        name: "hidden",
+        get: |c| c.hidden,
+        set: |c, v| c.hidden = v,
+    },
+    SizeKey {
+        name: "layers",
+        get: |c| c.layers,
+        set: |c, v| c.layers = v,
+    },
+    SizeKey {
+        name: "intermediate",
+        get: |c| c.intermediate,
+        set: |c, v| c.intermediate = v,
+    },
+    SizeKey {
+        name: "decay_rank",
+        get: |c| c.decay_rank,
+        set: |c, v| c.decay_rank = v,
+    },
+    SizeKey {
+        name: "a_rank",
+        get: |c| c.a_rank,
+        set: |c, v| c.a_rank = v,
+    },
+    SizeKey {
+        name: "v_rank",
+        get: |c| c.v_rank,
+        set: |c, v| c.v_rank = v,
+    },
+    SizeKey {
+        name: "g_rank",
+        get: |c| c.g_rank,
+        set: |c, v| c.g_rank = v,
+    },
+];
 
 /// Largest accepted size of any one dimension: a header that claims more is rejected before
 /// anything is allocated.

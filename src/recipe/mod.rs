@@ -3,105 +3,44 @@
 //! *schedule*). Every `.lmz` header carries the recipe as canonical text (docs/recipes.md), so
 //! `lmzip decompress` needs no flags.
 //!
-//! - [`text`]: the recipe language — parsing (with errors that point at the bad part) and the
-//!   canonical printing.
-//! - [`schedule`]: which rule governs which byte.
+//! The recipe language, one role per file:
+//! - [`syntax`]: byte spans, the error that points at one, the cursor and `key=value` lists;
+//! - [`parse`]: the items of a text, each with its span, and complete (header) recipes;
+//! - [`edit`]: a text applied onto a template, as the command line does;
+//! - [`print`]: the canonical text;
+//! - [`train`]: [`TrainSpec`] and the one table of its keys, with their bounds.
+//!
+//! And the rest: [`schedule`], which rule governs which byte; `memory`, the working memory a
+//! recipe needs.
 
+mod edit;
 mod memory;
+pub mod parse;
+pub mod print;
 pub mod schedule;
-pub mod text;
+pub mod syntax;
+pub mod train;
 
 use std::fmt;
 
 use anyhow::{Result, bail};
 
 use crate::mix::MixSpec;
-use crate::params::Scope;
 
 pub use crate::model::{MAX_DIM, MAX_PARAMS, ModelConfig, ModelKind};
 pub use crate::train::optim::OptimizerKind;
 
 pub use memory::working_floats;
-pub use text::RecipeError;
+pub use parse::{declared_kind, file_path};
+pub use print::print_action;
+pub use syntax::{RecipeError, hex};
+pub use train::{MAX_BPTT, MAX_STRIDE, TRAIN_KEYS, TrainKey, TrainSpec};
 
 /// Most working memory a recipe may need in this build, as [`working_floats`]
 /// counts it over every action of the schedule: 2 GiB. A model at [`MAX_PARAMS`] trained with
 /// Adam needs a quarter of it; a TBPTT segment keeps up to 64 traces, which for a wide SSM state
 /// can outgrow the parameters.
 pub const MAX_WORKING_BYTES: usize = 2 << 30;
-
-/// How a span of bytes trains (docs/recipes.md, "train").
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct TrainSpec {
-    /// The trained groups (never empty).
-    pub scope: Scope,
-    pub optimizer: OptimizerKind,
-    /// Learning rate (step size of SGD, or Adam's α).
-    pub lr: f32,
-    /// Bytes from the start of one update window to the next: with `bptt` 1 every `stride`-th
-    /// byte takes a one-step update; with `bptt` W > 1 a W-byte segment starts every `stride`
-    /// bytes. The bytes in between are only predicted. At least `bptt`.
-    pub stride: usize,
-    /// 1: one-step update; W > 1: truncated BPTT over segments of W bytes.
-    pub bptt: usize,
-    /// Element-wise gradient clip; 0 means none.
-    pub clip: f32,
-}
-
-/// Largest accepted TBPTT window.
-pub const MAX_BPTT: usize = 4096;
-/// Largest accepted stride.
-pub const MAX_STRIDE: usize = 1 << 30;
-
-impl TrainSpec {
-    /// The values `train(...)` takes for keys a recipe leaves out (docs/recipes.md).
-    pub fn defaults(kind: ModelKind) -> Self {
-        TrainSpec {
-            scope: Scope::all_of(crate::train::trained_groups(kind)),
-            // The values of a bare `train`; lmzip's measured defaults are the level table's
-            // (src/levels.rs), which spells its settings out.
-            optimizer: OptimizerKind::Adam,
-            lr: 0.002,
-            stride: 1,
-            bptt: 1,
-            clip: 0.0,
-        }
-    }
-
-    /// Checks each setting; the message names the offending key.
-    pub fn validate(&self, kind: ModelKind) -> Result<()> {
-        if !(self.lr.is_finite() && self.lr >= 0.0 && self.lr <= 10.0) {
-            bail!("lr {} is out of range (0..=10)", self.lr);
-        }
-        if !(self.clip.is_finite() && self.clip >= 0.0) {
-            bail!("clip {} must be a finite number >= 0", self.clip);
-        }
-        if self.bptt == 0 || self.bptt > MAX_BPTT {
-            bail!("bptt {} is out of range (1..={MAX_BPTT})", self.bptt);
-        }
-        if self.stride < self.bptt || self.stride > MAX_STRIDE {
-            bail!(
-                "stride {} is out of range ({}..={MAX_STRIDE}): segments do not overlap, so the \
-                 stride is at least the bptt window",
-                self.stride,
-                self.bptt
-            );
-        }
-        let all = Scope::all_of(crate::train::trained_groups(kind));
-        if self.scope == Scope::NONE {
-            bail!("scope is empty (to train nothing, use infer)");
-        }
-        if self.scope.0 & !all.0 != 0 {
-            bail!("scope names groups that {} does not have", kind.name());
-        }
-        Ok(())
-    }
-
-    /// Whether the byte at `phase` bytes into a span of this action is trained.
-    pub fn trains(&self, phase: u64) -> bool {
-        phase % (self.stride as u64) < self.bptt as u64
-    }
-}
 
 /// What happens to the bytes of a span.
 #[derive(Clone, Debug, PartialEq)]
@@ -389,12 +328,12 @@ impl Recipe {
 
     /// Canonical text (docs/recipes.md): what headers store and `lmzip info` prints.
     pub fn to_text(&self) -> String {
-        text::print(self)
+        print::print(self)
     }
 
     /// Parses a complete recipe in canonical form (every key given), as a header holds it.
     pub fn parse(text: &str) -> Result<Recipe, RecipeError> {
-        text::parse_complete(text)
+        parse::parse_complete(text)
     }
 }
 
@@ -419,131 +358,5 @@ impl fmt::Display for UnresolvedPercent {
 
 impl std::error::Error for UnresolvedPercent {}
 
-/// Lowercase hexadecimal of bytes.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn percent_positions_resolve_by_rounding_down() {
-        let r = crate::levels::default_recipe(ModelKind::Mamba1)
-            .edit("0..50%:train() 50%..99.5%:infer", None)
-            .unwrap();
-        assert!(!r.is_resolved());
-        assert_eq!(r.resolve(None), Err(UnresolvedPercent));
-        let resolved = r.resolve(Some(1001)).unwrap();
-        assert!(resolved.is_resolved());
-        assert_eq!(resolved.schedule[0].span.end, Pos::Bytes(500));
-        assert_eq!(resolved.schedule[1].span.start, Pos::Bytes(500));
-        assert_eq!(resolved.schedule[1].span.end, Pos::Bytes(995));
-    }
-
-    #[test]
-    fn stride_below_bptt_and_empty_scope_are_refused() {
-        let kind = ModelKind::Mamba1;
-        let mut t = TrainSpec::defaults(kind);
-        t.bptt = 8;
-        t.stride = 4;
-        assert!(t.validate(kind).is_err());
-        t.stride = 8;
-        t.validate(kind).unwrap();
-        t.scope = Scope::NONE;
-        assert!(t.validate(kind).is_err());
-    }
-
-    /// The default recipe edited by `text` (sizes, schedule).
-    fn edited(kind: ModelKind, text: &str) -> Recipe {
-        crate::levels::default_recipe(kind)
-            .edit(text, None)
-            .unwrap()
-    }
-
-    /// The limits leave the defaults far behind and stop what would need gigabytes.
-    #[test]
-    fn size_limits_are_far_above_the_defaults() {
-        for kind in ModelKind::ALL {
-            let longest = format!("0..:train(bptt={MAX_BPTT},stride={MAX_BPTT})");
-            let r = edited(kind, &longest);
-            r.validate().unwrap();
-            assert!(working_floats(&r) * 4 < MAX_WORKING_BYTES / 16, "{kind:?}");
-        }
-        let mut wide = crate::levels::default_recipe(ModelKind::Mamba1);
-        if let Base::Fresh { config, .. } = &mut wide.base {
-            config.set_size(Some(4096), Some(4));
-        }
-        let err = wide.validate().unwrap_err().to_string();
-        assert!(
-            err.contains("parameters") && err.contains("at most"),
-            "{err}"
-        );
-    }
-
-    /// Few parameters, but a TBPTT window whose 64 traces of a wide SSM state each weigh as
-    /// much as the model: refused whichever rule of the schedule asks for it.
-    #[test]
-    fn working_memory_counts_every_action_of_the_schedule() {
-        let deep_state =
-            "cfg:hidden=1,layers=1,intermediate=16384,state=256,conv=64,dt_rank=1,seed=0";
-        let kind = ModelKind::Mamba1;
-        edited(kind, &format!("{deep_state} 0..:infer"))
-            .validate()
-            .unwrap();
-        edited(kind, &format!("{deep_state} 0..:train(opt=sgd,bptt=1)"))
-            .validate()
-            .unwrap();
-        let long = format!("train(opt=sgd,bptt={MAX_BPTT},stride={MAX_BPTT})");
-        for schedule in [
-            format!("0..:{long}"),
-            format!("0..1000:infer 1000..:{long}"),
-            format!("0..:repeat(100:infer,{MAX_BPTT}:{long})"),
-        ] {
-            // The same schedule on a small model passes; on this one, it is refused.
-            let r = Recipe {
-                schedule: edited(kind, &format!("cfg:hidden=16 {schedule}")).schedule,
-                ..edited(kind, &format!("{deep_state} 0..:infer"))
-            };
-            let err = r.validate().unwrap_err().to_string();
-            assert!(err.contains("working memory"), "{schedule}: {err}");
-            let err = crate::levels::default_recipe(kind)
-                .edit(&format!("{deep_state} {schedule}"), None)
-                .unwrap_err()
-                .to_string();
-            assert!(err.contains("working memory"), "{schedule}: {err}");
-        }
-
-        // What rules keep side by side is summed (moments once any rule steps Adam, the
-        // one-step trace once any rule takes one-step updates); segments, one at a time, count
-        // as the largest.
-        let floats = |rules: &str| working_floats(&edited(kind, &format!("cfg:hidden=64 {rules}")));
-        let infer = floats("0..:infer");
-        let sgd1 = floats("0..:train(opt=sgd,bptt=1)");
-        let adam1 = floats("0..:train(opt=adam,bptt=1)");
-        let sgd8 = floats("0..:train(opt=sgd,bptt=8,stride=8)");
-        let sgd64 = floats("0..:train(opt=sgd,bptt=64,stride=64)");
-        assert!(infer < sgd1 && sgd1 < adam1 && sgd8 < sgd64);
-        assert_eq!(
-            floats("0..10:train(opt=sgd,bptt=1) 10..:train(opt=adam,bptt=8,stride=8)"),
-            adam1 + (sgd8 - infer),
-        );
-        assert_eq!(
-            floats("0..10:train(opt=sgd,bptt=64,stride=64) 10..:train(opt=sgd,bptt=8,stride=8)"),
-            sgd64,
-        );
-    }
-
-    #[test]
-    fn trained_phases_follow_stride_and_window() {
-        let mut t = TrainSpec::defaults(ModelKind::Mamba1);
-        t.stride = 3;
-        let one: Vec<bool> = (0..7).map(|p| t.trains(p)).collect();
-        assert_eq!(one, [true, false, false, true, false, false, true]);
-        t.bptt = 2;
-        t.stride = 5;
-        let seg: Vec<bool> = (0..7).map(|p| t.trains(p)).collect();
-        assert_eq!(seg, [true, true, false, false, false, true, true]);
-    }
-}
+mod tests;

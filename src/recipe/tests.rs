@@ -1,0 +1,390 @@
+//! Tests of the recipe: the language (parsing, editing, printing, errors that point at the
+//! bad part) and the checks of a whole recipe (limits, working memory, schedules).
+
+use super::*;
+use crate::params::Scope;
+
+#[test]
+fn the_mix_item_parses_prints_and_edits() {
+    let plain = mamba().edit("mix:off", None).unwrap();
+    assert_eq!(plain.mix, None);
+    assert!(!plain.to_text().contains("mix"));
+    let r = plain.edit("mix:orders=3", None).unwrap();
+    assert_eq!(
+        r.mix,
+        Some(MixSpec {
+            orders: 3,
+            ..MixSpec::DEFAULT
+        })
+    );
+    let text = r.to_text();
+    assert!(
+        text.contains(" mix:orders=3,word=1,sparse=1,match=22,sse=1,table=22,rate=12 0..:"),
+        "{text}"
+    );
+    assert_eq!(Recipe::parse(&text).unwrap(), r);
+    // Edits keep the stage unless they name it; its keys edit the stage in force.
+    assert_eq!(r.edit("0..:infer", None).unwrap().mix, r.mix);
+    let rate = r.edit("mix:rate=5", None).unwrap().mix.unwrap();
+    assert_eq!((rate.orders, rate.rate), (3, 5));
+    assert_eq!(r.edit("mix:off", None).unwrap().mix, None);
+    assert_eq!(
+        plain.edit("mix:", None).unwrap().mix,
+        Some(MixSpec::DEFAULT)
+    );
+    for (bad, needle) in [
+        ("mix:order=3", "mix has no key 'order'"),
+        ("mix:orders=9", "orders 9 is out of range"),
+        ("mix:word=2", "0 or 1"),
+        ("mix:rate=x", "whole number"),
+        ("mix:table=25", "out of range"),
+        ("mix:match=5", "out of range"),
+        ("0..:infer mix:", "before the rules"),
+        ("mix: mix:", "a second mix:"),
+        ("mix: cfg:hidden=8", "the base comes before mix:"),
+        ("mix:table=24,match=28,orders=8", "the mixing stage needs"),
+    ] {
+        let err = plain.edit(bad, None).unwrap_err().to_string();
+        assert!(err.contains(needle), "{bad}: {err}");
+    }
+    // A stored recipe gives every key, and has no mix: item when there is no stage.
+    let partial = text.replace(",rate=12", "");
+    let err = Recipe::parse(&partial).unwrap_err().to_string();
+    assert!(err.contains("gives every key"), "{err}");
+    let base_end = text.find(" mix:").unwrap();
+    let off = format!(
+        "{} mix:off{}",
+        &text[..base_end],
+        &text[text.find(" 0..").unwrap()..]
+    );
+    assert!(Recipe::parse(&off).is_err());
+}
+
+fn mamba() -> Recipe {
+    crate::levels::default_recipe(ModelKind::Mamba1)
+}
+
+#[test]
+fn canonical_text_of_the_default_recipe() {
+    let r = mamba();
+    assert_eq!(
+        r.to_text(),
+        "mamba1 cfg:hidden=128,layers=3,intermediate=256,state=16,conv=4,dt_rank=8,seed=0 \
+         mix:orders=6,word=1,sparse=1,match=22,sse=1,table=22,rate=12 \
+         0..:train(scope=all,opt=adam,lr=0.0005,stride=16,bptt=16,clip=0)"
+    );
+    assert_eq!(Recipe::parse(&r.to_text()).unwrap(), r);
+}
+
+#[test]
+fn fragments_edit_the_template() {
+    let r = mamba()
+        .edit(
+            "cfg:hidden=32,seed=9 mix:off 0..64K:train(opt=sgd, lr=0.05) 64K..90%:infer \
+             90%..:repeat(1K:train(bptt=8,stride=16,scope=head+bias),3K:infer)",
+            None,
+        )
+        .unwrap();
+    let ModelConfig::Mamba1(c) = r.config() else {
+        panic!()
+    };
+    assert_eq!((c.hidden, c.inner, c.layers), (32, 64, 3));
+    assert_eq!(
+        r.to_text(),
+        "mamba1 cfg:hidden=32,layers=3,intermediate=64,state=16,conv=4,dt_rank=8,seed=9 \
+         0..64K:train(scope=all,opt=sgd,lr=0.05,stride=1,bptt=1,clip=0) 64K..90%:infer \
+         90%..:repeat(1K:train(scope=head+bias,opt=adam,lr=0.002,stride=16,bptt=8,clip=0),\
+         3K:infer)"
+    );
+    // From a level, keys left out come from the level's training; a template without any
+    // takes the defaults of a bare train.
+    let from_level = mamba().edit_from_level("0..:train(opt=sgd)", None).unwrap();
+    assert!(
+        from_level
+            .to_text()
+            .ends_with("0..:train(scope=all,opt=sgd,lr=0.0005,stride=16,bptt=16,clip=0)"),
+        "{}",
+        from_level.to_text()
+    );
+    let bare = mamba()
+        .edit("0..:infer", None)
+        .unwrap()
+        .edit_from_level("0..:train(lr=0.01)", None)
+        .unwrap();
+    assert!(
+        bare.to_text()
+            .ends_with(" 0..:train(scope=all,opt=adam,lr=0.01,stride=1,bptt=1,clip=0)"),
+        "{}",
+        bare.to_text()
+    );
+    // A window given alone keeps segments contiguous, or keeps the template's gaps.
+    let gappy = mamba().edit("0..:train(bptt=4,stride=64)", None).unwrap();
+    let edited = gappy.edit_from_level("0..:train(bptt=8)", None).unwrap();
+    assert!(
+        edited.to_text().ends_with("stride=64,bptt=8,clip=0)"),
+        "{}",
+        edited.to_text()
+    );
+    assert_eq!(Recipe::parse(&r.to_text()).unwrap(), r);
+    // Rules alone keep the base; a base alone keeps the schedule.
+    let rules = mamba().edit("..:infer", None).unwrap();
+    assert_eq!(rules.base, mamba().base);
+    let base = mamba().edit("cfg:layers=1", None).unwrap();
+    assert_eq!(base.schedule, mamba().schedule);
+}
+
+#[test]
+fn errors_point_at_the_bad_part() {
+    for (text, bad, needle) in [
+        ("cfg:hiden=64", "hiden", "no size 'hiden'"),
+        ("0..:train(lr=fast)", "fast", "lr is a decimal"),
+        ("0..:train(lr=inf)", "inf", "lr is a decimal"),
+        // Bounds are checked on the whole action, and the error points at the value.
+        (
+            "0..:train(bptt=8,stride=4)",
+            "4",
+            "stride 4 is out of range (8..",
+        ),
+        ("0..:train(lr=-1)", "-1", "lr -1 is out of range"),
+        (
+            "0..:train(bptt=0)",
+            "0",
+            "bptt 0 is out of range (1..=4096)",
+        ),
+        ("0..:train(clip=-2)", "-2", "clip -2 must be"),
+        ("0..:train(bptt=x)", "x", "bptt is a whole number"),
+        ("0..:train(bptt=5000)", "5000", "bptt 5000 is out of range"),
+        ("mix:orders=9,rate=5", "9", "mix orders 9 is out of range"),
+        ("mix:orders=6,table=8", "8", "mix table 8 is out of range"),
+        (
+            "cfg:hidden=0,layers=2",
+            "0",
+            "mamba1 hidden = 0 is out of range",
+        ),
+        ("0..:train(scope=embed+brain)", "embed+brain", "brain"),
+        ("0..:trian", "trian", "expected an action"),
+        ("100..50:infer", "100..50", "empty"),
+        ("0..150%:infer", "150%", "beyond 100%"),
+        ("0..:infer cfg:layers=1", "cfg:layers=1", "before the rules"),
+        ("rwkv7 0..:infer", "rwkv7", "the model is mamba1"),
+        ("0..:train(lr=0.1,lr=0.2)", "lr", "twice"),
+        ("0..:repeat(0:infer)", "0", "above 0"),
+        ("0..:infer)", ")", "unexpected"),
+        (
+            "cfg:hidden=99999999",
+            "99999999",
+            "hidden = 99999999 is out of range",
+        ),
+        // A size the text does not write points at the whole base.
+        (
+            "cfg:hidden=9000",
+            "cfg:hidden=9000",
+            "mamba1 intermediate = 18000 is out of range",
+        ),
+    ] {
+        let err = mamba().edit(text, None).unwrap_err();
+        let shown = &err.text[err.at..err.at + err.len];
+        assert_eq!(shown, bad, "{text}: {err}");
+        assert!(err.message.contains(needle), "{text}: {err}");
+    }
+    let err = mamba().edit("cfg:hiden=64", None).unwrap_err().to_string();
+    assert!(err.contains("    cfg:hiden=64\n        ^^^^^"), "{err}");
+}
+
+#[test]
+fn the_train_key_table_gives_defaults_order_and_messages() {
+    for kind in ModelKind::ALL {
+        let t = TrainSpec::defaults(kind);
+        let groups = crate::train::trained_groups(kind);
+        let expected = TrainSpec {
+            scope: Scope::all_of(groups),
+            optimizer: OptimizerKind::Adam,
+            lr: 0.002,
+            stride: 1,
+            bptt: 1,
+            clip: 0.0,
+        };
+        assert_eq!(t, expected);
+        t.validate(kind).unwrap();
+        let text = t.to_text(kind);
+        assert_eq!(text, "scope=all,opt=adam,lr=0.002,stride=1,bptt=1,clip=0");
+    }
+    let err = mamba().edit("0..:train(bppt=8)", None).unwrap_err();
+    assert_eq!(
+        err.message,
+        "train has no key 'bppt' (keys: scope, opt, lr, stride, bptt, clip)"
+    );
+    let stored = mamba().to_text().replace(",lr=0.0005", "");
+    let err = Recipe::parse(&stored).unwrap_err();
+    assert_eq!(
+        err.message,
+        "a stored recipe gives every train key; missing: lr"
+    );
+}
+
+#[test]
+fn complete_recipes_must_give_every_key() {
+    let full = mamba().to_text();
+    for (from, to) in [
+        (",seed=0", ""),
+        ("dt_rank=8,", ""),
+        (",clip=0", ""),
+        ("mamba1 ", ""),
+        ("mamba1", "gpt9"),
+    ] {
+        let bad = full.replacen(from, to, 1);
+        assert!(Recipe::parse(&bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn model_file_bases_print_their_hash_and_name() {
+    let file = Base::File {
+        config: ModelConfig::default_for(ModelKind::Rwkv7),
+        sha256: [0xab; 32],
+        name: Some("my model, v2.safetensors".into()),
+    };
+    let r = crate::levels::default_recipe(ModelKind::Rwkv7)
+        .edit("file:whatever.st 0..:train(lr=0.001)", Some(&file))
+        .unwrap();
+    let text = r.to_text();
+    assert!(
+        text.starts_with(&format!(
+            "rwkv7 file:sha256={},name=my%20model%2C%20v2.safetensors,hidden=128",
+            "ab".repeat(32)
+        )),
+        "{text}"
+    );
+    assert_eq!(Recipe::parse(&text).unwrap(), r);
+    assert_eq!(file_path("file:a/b.st 0..:infer"), Some("a/b.st"));
+    assert_eq!(file_path(&text), None);
+    // The hash form must match the given file.
+    let other = Base::File {
+        config: ModelConfig::default_for(ModelKind::Rwkv7),
+        sha256: [0xcd; 32],
+        name: None,
+    };
+    assert!(
+        crate::levels::default_recipe(ModelKind::Rwkv7)
+            .edit(&text, Some(&other))
+            .is_err()
+    );
+}
+
+#[test]
+fn percent_positions_resolve_by_rounding_down() {
+    let r = crate::levels::default_recipe(ModelKind::Mamba1)
+        .edit("0..50%:train() 50%..99.5%:infer", None)
+        .unwrap();
+    assert!(!r.is_resolved());
+    assert_eq!(r.resolve(None), Err(UnresolvedPercent));
+    let resolved = r.resolve(Some(1001)).unwrap();
+    assert!(resolved.is_resolved());
+    assert_eq!(resolved.schedule[0].span.end, Pos::Bytes(500));
+    assert_eq!(resolved.schedule[1].span.start, Pos::Bytes(500));
+    assert_eq!(resolved.schedule[1].span.end, Pos::Bytes(995));
+}
+
+#[test]
+fn stride_below_bptt_and_empty_scope_are_refused() {
+    let kind = ModelKind::Mamba1;
+    let mut t = TrainSpec::defaults(kind);
+    t.bptt = 8;
+    t.stride = 4;
+    assert!(t.validate(kind).is_err());
+    t.stride = 8;
+    t.validate(kind).unwrap();
+    t.scope = Scope::NONE;
+    assert!(t.validate(kind).is_err());
+}
+
+/// The default recipe edited by `text` (sizes, schedule).
+fn edited(kind: ModelKind, text: &str) -> Recipe {
+    crate::levels::default_recipe(kind)
+        .edit(text, None)
+        .unwrap()
+}
+
+/// The limits leave the defaults far behind and stop what would need gigabytes.
+#[test]
+fn size_limits_are_far_above_the_defaults() {
+    for kind in ModelKind::ALL {
+        let longest = format!("0..:train(bptt={MAX_BPTT},stride={MAX_BPTT})");
+        let r = edited(kind, &longest);
+        r.validate().unwrap();
+        assert!(working_floats(&r) * 4 < MAX_WORKING_BYTES / 16, "{kind:?}");
+    }
+    let mut wide = crate::levels::default_recipe(ModelKind::Mamba1);
+    if let Base::Fresh { config, .. } = &mut wide.base {
+        config.set_size(Some(4096), Some(4));
+    }
+    let err = wide.validate().unwrap_err().to_string();
+    assert!(
+        err.contains("parameters") && err.contains("at most"),
+        "{err}"
+    );
+}
+
+/// Few parameters, but a TBPTT window whose 64 traces of a wide SSM state each weigh as
+/// much as the model: refused whichever rule of the schedule asks for it.
+#[test]
+fn working_memory_counts_every_action_of_the_schedule() {
+    let deep_state = "cfg:hidden=1,layers=1,intermediate=16384,state=256,conv=64,dt_rank=1,seed=0";
+    let kind = ModelKind::Mamba1;
+    edited(kind, &format!("{deep_state} 0..:infer"))
+        .validate()
+        .unwrap();
+    edited(kind, &format!("{deep_state} 0..:train(opt=sgd,bptt=1)"))
+        .validate()
+        .unwrap();
+    let long = format!("train(opt=sgd,bptt={MAX_BPTT},stride={MAX_BPTT})");
+    for schedule in [
+        format!("0..:{long}"),
+        format!("0..1000:infer 1000..:{long}"),
+        format!("0..:repeat(100:infer,{MAX_BPTT}:{long})"),
+    ] {
+        // The same schedule on a small model passes; on this one, it is refused.
+        let r = Recipe {
+            schedule: edited(kind, &format!("cfg:hidden=16 {schedule}")).schedule,
+            ..edited(kind, &format!("{deep_state} 0..:infer"))
+        };
+        let err = r.validate().unwrap_err().to_string();
+        assert!(err.contains("working memory"), "{schedule}: {err}");
+        let err = crate::levels::default_recipe(kind)
+            .edit(&format!("{deep_state} {schedule}"), None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("working memory"), "{schedule}: {err}");
+    }
+
+    // What rules keep side by side is summed (moments once any rule steps Adam, the
+    // one-step trace once any rule takes one-step updates); segments, one at a time, count
+    // as the largest.
+    let floats = |rules: &str| working_floats(&edited(kind, &format!("cfg:hidden=64 {rules}")));
+    let infer = floats("0..:infer");
+    let sgd1 = floats("0..:train(opt=sgd,bptt=1)");
+    let adam1 = floats("0..:train(opt=adam,bptt=1)");
+    let sgd8 = floats("0..:train(opt=sgd,bptt=8,stride=8)");
+    let sgd64 = floats("0..:train(opt=sgd,bptt=64,stride=64)");
+    assert!(infer < sgd1 && sgd1 < adam1 && sgd8 < sgd64);
+    assert_eq!(
+        floats("0..10:train(opt=sgd,bptt=1) 10..:train(opt=adam,bptt=8,stride=8)"),
+        adam1 + (sgd8 - infer),
+    );
+    assert_eq!(
+        floats("0..10:train(opt=sgd,bptt=64,stride=64) 10..:train(opt=sgd,bptt=8,stride=8)"),
+        sgd64,
+    );
+}
+
+#[test]
+fn trained_phases_follow_stride_and_window() {
+    let mut t = TrainSpec::defaults(ModelKind::Mamba1);
+    t.stride = 3;
+    let one: Vec<bool> = (0..7).map(|p| t.trains(p)).collect();
+    assert_eq!(one, [true, false, false, true, false, false, true]);
+    t.bptt = 2;
+    t.stride = 5;
+    let seg: Vec<bool> = (0..7).map(|p| t.trains(p)).collect();
+    assert_eq!(seg, [true, true, false, false, false, true, true]);
+}

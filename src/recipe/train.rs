@@ -1,0 +1,225 @@
+//! How a span of bytes trains ([`TrainSpec`], docs/recipes.md "Actions"), and the one table of
+//! its keys ([`TRAIN_KEYS`]): each key's name, how its value is read and printed, its bounds
+//! and the value of a bare `train`. Parsing, the canonical printing, the error messages that
+//! list the keys, the defaults and [`TrainSpec::validate`] all follow this table, so a new key
+//! is one more row (and one more field).
+
+use anyhow::{Result, bail};
+
+use super::{ModelKind, OptimizerKind};
+use crate::params::Scope;
+use crate::train::trained_groups;
+
+/// How a span of bytes trains (docs/recipes.md, "train").
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TrainSpec {
+    /// The trained groups (never empty).
+    pub scope: Scope,
+    pub optimizer: OptimizerKind,
+    /// Learning rate (step size of SGD, or Adam's α).
+    pub lr: f32,
+    /// Bytes from the start of one update window to the next: with `bptt` 1 every `stride`-th
+    /// byte takes a one-step update; with `bptt` W > 1 a W-byte segment starts every `stride`
+    /// bytes. The bytes in between are only predicted. At least `bptt`.
+    pub stride: usize,
+    /// 1: one-step update; W > 1: truncated BPTT over segments of W bytes.
+    pub bptt: usize,
+    /// Element-wise gradient clip; 0 means none.
+    pub clip: f32,
+}
+
+/// Largest accepted TBPTT window.
+pub const MAX_BPTT: usize = 4096;
+/// Largest accepted stride.
+pub const MAX_STRIDE: usize = 1 << 30;
+
+/// One key of `train(...)`.
+pub struct TrainKey {
+    pub name: &'static str,
+    /// Reads the value's text into the spec: its form only (a number, known names); the
+    /// bounds are `check`'s. The message says what the value should look like.
+    pub read: fn(&mut TrainSpec, &str, ModelKind) -> Result<(), String>,
+    /// The value's canonical text.
+    pub print: fn(&TrainSpec, ModelKind) -> String,
+    /// The bounds of the value within the whole spec (the stride's depend on the window); the
+    /// message names the key.
+    pub check: fn(&TrainSpec, ModelKind) -> Result<(), String>,
+    /// The value of a bare `train`, as text.
+    pub default: &'static str,
+}
+
+/// The keys of `train(...)` in canonical order.
+pub static TRAIN_KEYS: [TrainKey; 6] = [
+    TrainKey {
+        name: "scope",
+        read: |t, v, kind| {
+            t.scope = Scope::parse(v, trained_groups(kind)).map_err(|e| e.to_string())?;
+            Ok(())
+        },
+        print: |t, kind| t.scope.to_text(trained_groups(kind)),
+        check: check_scope,
+        default: "all",
+    },
+    TrainKey {
+        name: "opt",
+        read: |t, v, _| {
+            t.optimizer = OptimizerKind::parse(v).map_err(|e| e.to_string())?;
+            Ok(())
+        },
+        print: |t, _| t.optimizer.name().into(),
+        check: |_, _| Ok(()),
+        default: "adam",
+    },
+    TrainKey {
+        name: "lr",
+        read: |t, v, _| {
+            t.lr = decimal(v, "lr")?;
+            Ok(())
+        },
+        // f32 Display is the shortest decimal that parses back to the same f32.
+        print: |t, _| t.lr.to_string(),
+        check: |t, _| match t.lr.is_finite() && t.lr >= 0.0 && t.lr <= 10.0 {
+            true => Ok(()),
+            false => Err(format!("lr {} is out of range (0..=10)", t.lr)),
+        },
+        default: "0.002",
+    },
+    TrainKey {
+        name: "stride",
+        read: |t, v, _| {
+            t.stride = whole(v, "stride")?;
+            Ok(())
+        },
+        print: |t, _| t.stride.to_string(),
+        check: |t, _| match t.stride >= t.bptt && t.stride <= MAX_STRIDE {
+            true => Ok(()),
+            false => Err(format!(
+                "stride {} is out of range ({}..={MAX_STRIDE}): segments do not overlap, so \
+                 the stride is at least the bptt window",
+                t.stride, t.bptt
+            )),
+        },
+        default: "1",
+    },
+    TrainKey {
+        name: "bptt",
+        read: |t, v, _| {
+            t.bptt = whole(v, "bptt")?;
+            Ok(())
+        },
+        print: |t, _| t.bptt.to_string(),
+        check: |t, _| match (1..=MAX_BPTT).contains(&t.bptt) {
+            true => Ok(()),
+            false => Err(format!("bptt {} is out of range (1..={MAX_BPTT})", t.bptt)),
+        },
+        default: "1",
+    },
+    TrainKey {
+        name: "clip",
+        read: |t, v, _| {
+            t.clip = decimal(v, "clip")?;
+            Ok(())
+        },
+        print: |t, _| t.clip.to_string(),
+        check: |t, _| match t.clip.is_finite() && t.clip >= 0.0 {
+            true => Ok(()),
+            false => Err(format!("clip {} must be a finite number >= 0", t.clip)),
+        },
+        default: "0",
+    },
+];
+
+/// The key named `name`.
+pub fn train_key(name: &str) -> Option<&'static TrainKey> {
+    TRAIN_KEYS.iter().find(|k| k.name == name)
+}
+
+/// The key names in canonical order, joined by `sep`.
+pub fn train_key_names(sep: &str) -> String {
+    let names: Vec<&str> = TRAIN_KEYS.iter().map(|k| k.name).collect();
+    names.join(sep)
+}
+
+fn check_scope(t: &TrainSpec, kind: ModelKind) -> Result<(), String> {
+    let all = Scope::all_of(trained_groups(kind));
+    if t.scope == Scope::NONE {
+        return Err("scope is empty (to train nothing, use infer)".into());
+    }
+    if t.scope.0 & !all.0 != 0 {
+        return Err(format!(
+            "scope names groups that {} does not have",
+            kind.name()
+        ));
+    }
+    Ok(())
+}
+
+/// A whole number.
+fn whole(value: &str, key: &str) -> Result<usize, String> {
+    value
+        .parse::<usize>()
+        .map_err(|_| format!("{key} is a whole number"))
+}
+
+/// A finite decimal (`0.001`, `1e-3`) as an f32.
+fn decimal(value: &str, key: &str) -> Result<f32, String> {
+    // f32's parser also takes "inf" and "NaN": only digits, dots, signs and exponents pass.
+    let plain = value
+        .bytes()
+        .all(|b| b.is_ascii_digit() || b"+-.eE".contains(&b));
+    match value.parse::<f32>() {
+        Ok(x) if plain && x.is_finite() => Ok(x),
+        _ => Err(format!("{key} is a decimal number (like 0.002 or 2e-3)")),
+    }
+}
+
+impl TrainSpec {
+    /// The values `train(...)` takes for keys a recipe leaves out (docs/recipes.md): the
+    /// table's defaults. lmzip's measured settings are the level table's (src/levels.rs),
+    /// which spells them out.
+    pub fn defaults(kind: ModelKind) -> Self {
+        let mut spec = TrainSpec {
+            scope: Scope::NONE,
+            optimizer: OptimizerKind::Adam,
+            lr: 0.0,
+            stride: 1,
+            bptt: 1,
+            clip: 0.0,
+        };
+        for key in &TRAIN_KEYS {
+            // A test reads every default of every model.
+            (key.read)(&mut spec, key.default, kind).expect("the table's defaults read");
+        }
+        spec
+    }
+
+    /// The first key whose value is out of bounds, with the message naming it.
+    pub fn check(&self, kind: ModelKind) -> Result<(), (&'static TrainKey, String)> {
+        for key in &TRAIN_KEYS {
+            (key.check)(self, kind).map_err(|m| (key, m))?;
+        }
+        Ok(())
+    }
+
+    /// Checks each setting; the message names the offending key.
+    pub fn validate(&self, kind: ModelKind) -> Result<()> {
+        if let Err((_, message)) = self.check(kind) {
+            bail!(message);
+        }
+        Ok(())
+    }
+
+    /// The canonical text of the settings, `key=value,...` in table order.
+    pub fn to_text(&self, kind: ModelKind) -> String {
+        let pairs: Vec<String> = TRAIN_KEYS
+            .iter()
+            .map(|k| format!("{}={}", k.name, (k.print)(self, kind)))
+            .collect();
+        pairs.join(",")
+    }
+
+    /// Whether the byte at `phase` bytes into a span of this action is trained.
+    pub fn trains(&self, phase: u64) -> bool {
+        phase % (self.stride as u64) < self.bptt as u64
+    }
+}
