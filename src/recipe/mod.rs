@@ -165,6 +165,33 @@ impl Rule {
 pub const MAX_RULES: usize = 256;
 pub const MAX_PARTS: usize = 64;
 
+/// The bound on the number of rules, shared by the parser and [`Recipe::validate`].
+pub fn check_rule_count(rules: usize) -> Result<(), String> {
+    match rules <= MAX_RULES {
+        true => Ok(()),
+        false => Err(format!("the schedule has more than {MAX_RULES} rules")),
+    }
+}
+
+/// The bounds of a repeat, shared by the parser and [`Recipe::validate`]: 1 to [`MAX_PARTS`]
+/// parts, each at least a byte long, and a cycle whose length fits a `u64`. On error, the part
+/// at fault when one is, and the message.
+pub fn check_parts(parts: &[Part]) -> Result<(), (Option<usize>, String)> {
+    if parts.is_empty() || parts.len() > MAX_PARTS {
+        let extra = (!parts.is_empty()).then_some(MAX_PARTS);
+        return Err((extra, format!("a repeat has 1 to {MAX_PARTS} parts")));
+    }
+    if let Some(i) = parts.iter().position(|p| p.len == 0) {
+        let message = "a repeat part's length is a number of bytes above 0".to_string();
+        return Err((Some(i), message));
+    }
+    let cycle = parts.iter().try_fold(0u64, |sum, p| sum.checked_add(p.len));
+    match cycle {
+        Some(_) => Ok(()),
+        None => Err((None, "the repeat's cycle is too long".to_string())),
+    }
+}
+
 /// Where the initial weights come from.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Base {
@@ -253,25 +280,12 @@ impl Recipe {
     pub fn validate(&self) -> Result<()> {
         let kind = self.kind();
         self.config().validate()?;
-        if self.schedule.len() > MAX_RULES {
-            bail!("the schedule has more than {MAX_RULES} rules");
-        }
+        check_rule_count(self.schedule.len()).map_err(anyhow::Error::msg)?;
         for (i, rule) in self.schedule.iter().enumerate() {
             let at = |e: anyhow::Error| e.context(format!("rule {}", i + 1));
             rule.span.validate().map_err(at)?;
             if let Body::Repeat(parts) = &rule.body {
-                if parts.is_empty() || parts.len() > MAX_PARTS {
-                    return Err(at(anyhow::anyhow!("a repeat has 1 to {MAX_PARTS} parts")));
-                }
-                let mut period = 0u64;
-                for p in parts {
-                    if p.len == 0 {
-                        return Err(at(anyhow::anyhow!("a repeat part of 0 bytes")));
-                    }
-                    period = period
-                        .checked_add(p.len)
-                        .ok_or_else(|| at(anyhow::anyhow!("the repeat's cycle is too long")))?;
-                }
+                check_parts(parts).map_err(|(_, m)| at(anyhow::Error::msg(m)))?;
             }
             for action in rule.actions() {
                 if let Action::Train(t) = action {

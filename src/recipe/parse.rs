@@ -24,8 +24,8 @@
 use super::syntax::{Cursor, KeyValue, Loc, RecipeError, Word, decode_name, parse_sha};
 use super::train::{TrainKey, train_key, train_key_names};
 use super::{
-    Action, Base, Body, MAX_PARTS, MAX_RULES, ModelConfig, ModelKind, PERCENT_ONE, Part, Pos,
-    Recipe, Rule, Span, TrainSpec,
+    Action, Base, Body, ModelConfig, ModelKind, PERCENT_ONE, Part, Pos, Recipe, Rule, Span,
+    TrainSpec, check_parts, check_rule_count,
 };
 use crate::mix::{self, MixKey, MixSpec};
 
@@ -196,11 +196,8 @@ impl<'a> Parser<'a> {
         } else {
             let rule = self.rule(c, kind)?;
             let rules = frag.rules.get_or_insert_with(Vec::new);
-            if rules.len() == MAX_RULES {
-                let message = format!("more than {MAX_RULES} rules");
-                return Err(self.error(Loc::new(start, 1), message));
-            }
             rules.push(rule);
+            check_rule_count(rules.len()).map_err(|m| self.error(Loc::new(start, 1), m))?;
         }
         Ok(())
     }
@@ -472,18 +469,15 @@ impl<'a> Parser<'a> {
         Ok(span)
     }
 
-    /// The parts of `repeat(...)` (the caller ate `repeat(`).
+    /// The parts of `repeat(...)` (the caller ate `repeat(`), checked by [`check_parts`].
     fn repeat(&self, c: &mut Cursor<'a>, kind: ModelKind) -> Result<Body, RecipeError> {
         let body_at = c.pos - "repeat(".len();
-        let mut parts = Vec::new();
+        let (mut parts, mut locs) = (Vec::new(), Vec::new());
         loop {
             c.skip_spaces();
-            let len_at = c.pos;
-            parts.push(self.part(c, kind)?);
-            if parts.len() > MAX_PARTS {
-                let message = format!("more than {MAX_PARTS} parts");
-                return Err(self.error(Loc::new(len_at, 1), message));
-            }
+            let (part, loc) = self.part(c, kind)?;
+            parts.push(part);
+            locs.push(loc);
             c.skip_spaces();
             if c.eat(")") {
                 break;
@@ -492,30 +486,27 @@ impl<'a> Parser<'a> {
                 return Err(self.error(Loc::new(c.pos, 1), "expected ',' or ')'".into()));
             }
         }
-        let cycle = parts.iter().try_fold(0u64, |sum, p| sum.checked_add(p.len));
-        if cycle.is_none() {
-            let message = "the cycle is too long".into();
-            return Err(self.error(c.since(body_at), message));
+        if let Err((part, message)) = check_parts(&parts) {
+            let at = part.map_or(c.since(body_at), |i| locs[i]);
+            return Err(self.error(at, message));
         }
         Ok(Body::Repeat(parts))
     }
 
-    /// `LEN:action`.
-    fn part(&self, c: &mut Cursor<'a>, kind: ModelKind) -> Result<Part, RecipeError> {
+    /// `LEN:action`, and the span of the length.
+    fn part(&self, c: &mut Cursor<'a>, kind: ModelKind) -> Result<(Part, Loc), RecipeError> {
         let len_at = c.pos;
-        let len = match self.pos(c)? {
-            Pos::Bytes(n) if n > 0 => n,
-            _ => {
-                let message = "a repeat part's length is a number of bytes above 0".into();
-                return Err(self.error(c.since(len_at), message));
-            }
+        let Pos::Bytes(len) = self.pos(c)? else {
+            let message = "a repeat part's length is a number of bytes above 0".into();
+            return Err(self.error(c.since(len_at), message));
         };
+        let loc = c.since(len_at);
         if !c.eat(":") {
             let message = "expected ':' after the part's length".into();
             return Err(self.error(Loc::new(c.pos, 1), message));
         }
         let action = self.action(c, kind)?;
-        Ok(Part { len, action })
+        Ok((Part { len, action }, loc))
     }
 
     /// A position: `INT[K|M|G]` bytes or `DEC%`.

@@ -223,6 +223,40 @@ fn the_train_key_table_gives_defaults_order_and_messages() {
 }
 
 #[test]
+fn schedule_bounds_are_shared_by_the_parser_and_validate() {
+    let part = "1K:infer,";
+    let many_parts = format!("0..:repeat({}1:infer)", part.repeat(MAX_PARTS));
+    let err = mamba().edit(&many_parts, None).unwrap_err();
+    assert_eq!(err.at, many_parts.rfind("1:infer").unwrap(), "{err}");
+    assert_eq!(err.message, "a repeat has 1 to 64 parts");
+    let zero = "0..:repeat(4:infer,0K:infer)";
+    let err = mamba().edit(zero, None).unwrap_err();
+    assert_eq!(&zero[err.at..err.at + err.len], "0K", "{err}");
+    let long = format!("0..:repeat({}:infer,1:infer)", u64::MAX);
+    let err = mamba().edit(&long, None).unwrap_err();
+    assert_eq!(&long[err.at..], &long[4..], "{err}");
+    assert_eq!(err.message, "the repeat's cycle is too long");
+    let many_rules = vec!["0..1:infer"; MAX_RULES + 1].join(" ");
+    let err = mamba().edit(&many_rules, None).unwrap_err();
+    assert_eq!(err.at, many_rules.len() - "0..1:infer".len(), "{err}");
+    assert_eq!(err.message, "the schedule has more than 256 rules");
+    // A recipe made in code meets the same checks, with the rule named.
+    let mut r = mamba();
+    r.schedule[0].body = Body::Repeat(vec![Part {
+        len: 0,
+        action: Action::Infer,
+    }]);
+    let err = format!("{:#}", r.validate().unwrap_err());
+    assert_eq!(
+        err,
+        "rule 1: a repeat part's length is a number of bytes above 0"
+    );
+    r.schedule = vec![r.schedule[0].clone(); MAX_RULES + 1];
+    let err = r.validate().unwrap_err().to_string();
+    assert_eq!(err, "the schedule has more than 256 rules");
+}
+
+#[test]
 fn complete_recipes_must_give_every_key() {
     let full = mamba().to_text();
     for (from, to) in [
