@@ -6,9 +6,13 @@
 //! The recipe language, one role per file:
 //! - [`syntax`]: byte spans, the error that points at one, the cursor and `key=value` lists;
 //! - [`parse`]: the items of a text, each with its span, and complete (header) recipes;
-//! - [`edit`]: a text applied onto a template, as the command line does;
+//! - `edit`: a text applied onto a template, as the command line does;
 //! - [`print`]: the canonical text;
-//! - [`train`]: [`TrainSpec`] and the one table of its keys, with their bounds.
+//! - [`train`]: [`TrainSpec`] and the one table of its keys, with their bounds;
+//! - `tests`: the language's tests and the whole recipe's.
+//!
+//! The other key families have their tables where their values live: the `cfg:` sizes in
+//! src/model/config.rs, the `mix:` keys in src/mix/mod.rs ([`crate::mix::KEYS`]).
 //!
 //! And the rest: [`schedule`], which rule governs which byte; `memory`, the working memory a
 //! recipe needs.

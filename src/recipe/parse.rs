@@ -16,10 +16,11 @@
 //!
 //! The same parser reads complete recipes ([`parse_complete`]: headers give every key, nothing
 //! comes from defaults that a later build might change) and fragments that edit a template
-//! (src/recipe/edit.rs: left-out parts come from the level's recipe). Bounds are not checked
-//! here but by the recipe's own checks ([`TrainSpec::check`], [`ModelConfig::validate`],
-//! [`MixSpec::validate`], [`Recipe::validate`]); the parser maps their errors back to the span
-//! of the offending text.
+//! (src/recipe/edit.rs: left-out parts come from the level's recipe). The parser reads the form
+//! of values; their bounds live with what they bound ([`super::train::TRAIN_KEYS`],
+//! [`ModelConfig::check_sizes`], [`crate::mix::KEYS`], [`Span::validate`], [`check_parts`],
+//! [`check_rule_count`]), which [`Recipe::validate`] calls too; the parser calls the same
+//! checks and maps their errors back to the span of the offending text.
 
 use super::syntax::{Cursor, KeyValue, Loc, RecipeError, Word, decode_name, parse_sha};
 use super::train::{TrainKey, train_key, train_key_names};
