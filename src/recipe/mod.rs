@@ -19,6 +19,7 @@ use crate::params::Scope;
 
 pub use crate::model::{MAX_DIM, MAX_PARAMS, ModelConfig, ModelKind};
 pub use crate::train::optim::OptimizerKind;
+pub use crate::train::tbptt::LiveState;
 
 pub use memory::working_floats;
 pub use text::RecipeError;
@@ -45,6 +46,9 @@ pub struct TrainSpec {
     pub bptt: usize,
     /// Element-wise gradient clip; 0 means none.
     pub clip: f32,
+    /// The live state after a TBPTT segment's update: rebuilt with the new weights, or carried
+    /// on from the live pass. No effect with `bptt` 1.
+    pub state: LiveState,
 }
 
 /// Largest accepted TBPTT window.
@@ -64,6 +68,7 @@ impl TrainSpec {
             stride: 1,
             bptt: 1,
             clip: 0.0,
+            state: LiveState::Rebuild,
         }
     }
 

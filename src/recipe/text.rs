@@ -10,7 +10,7 @@
 //! rule   := [POS]..[POS]:body             start defaults to 0, end to the end of the input
 //! POS    := INT[K|M|G] | DEC%             bytes (K = 1024) or percent of the input
 //! body   := action | repeat(LEN:action,...)
-//! action := infer | train[(KEY=VALUE,...)]  keys: scope opt lr stride bptt clip
+//! action := infer | train[(KEY=VALUE,...)]  keys: scope opt lr stride bptt clip state
 //! ```
 //!
 //! The same parser reads complete recipes (headers: every key must be given, nothing comes from
@@ -21,7 +21,7 @@
 use std::fmt;
 
 use super::{
-    Action, Base, Body, MAX_BPTT, MAX_DIM, MAX_PARTS, MAX_RULES, ModelConfig, ModelKind,
+    Action, Base, Body, LiveState, MAX_BPTT, MAX_DIM, MAX_PARTS, MAX_RULES, ModelConfig, ModelKind,
     OptimizerKind, PERCENT_ONE, Part, Pos, Recipe, Rule, Span, TrainSpec, hex,
 };
 use crate::params::Scope;
@@ -283,20 +283,27 @@ fn print_rule(rule: &Rule, kind: ModelKind) -> String {
     format!("{}..{end}:{body}", print_pos(rule.span.start))
 }
 
-/// The canonical text of an action.
+/// The canonical text of an action. `state` is printed only when it is not `rebuild`, so the
+/// recipes of files written before the key existed print as they always did.
 pub fn print_action(action: &Action, kind: ModelKind) -> String {
     match action {
         Action::Infer => "infer".into(),
-        Action::Train(t) => format!(
-            "train(scope={},opt={},lr={},stride={},bptt={},clip={})",
-            t.scope.to_text(crate::train::trained_groups(kind)),
-            t.optimizer.name(),
-            // f32 Display is the shortest decimal that parses back to the same f32.
-            t.lr,
-            t.stride,
-            t.bptt,
-            t.clip
-        ),
+        Action::Train(t) => {
+            let state = match t.state {
+                LiveState::Rebuild => String::new(),
+                other => format!(",state={}", other.name()),
+            };
+            format!(
+                "train(scope={},opt={},lr={},stride={},bptt={},clip={}{state})",
+                t.scope.to_text(crate::train::trained_groups(kind)),
+                t.optimizer.name(),
+                // f32 Display is the shortest decimal that parses back to the same f32.
+                t.lr,
+                t.stride,
+                t.bptt,
+                t.clip
+            )
+        }
     }
 }
 
@@ -805,6 +812,9 @@ impl<'a> Parser<'a> {
                         }
                         "lr" => spec.lr = p.decimal(value, vloc, "lr")?,
                         "clip" => spec.clip = p.decimal(value, vloc, "clip")?,
+                        "state" => {
+                            spec.state = LiveState::parse(value).map_err(|e| bad(e.to_string()))?
+                        }
                         "bptt" => {
                             spec.bptt = value
                                 .parse::<usize>()
@@ -828,7 +838,7 @@ impl<'a> Parser<'a> {
                                 key.len(),
                                 format!(
                                     "train has no key '{key}' (keys: scope, opt, lr, stride, \
-                                     bptt, clip)"
+                                     bptt, clip, state)"
                                 ),
                             ));
                         }
@@ -842,6 +852,8 @@ impl<'a> Parser<'a> {
             }
         }
         let loc = (at, c.pos - at);
+        // A stored recipe gives every key but `state`, which files written before it existed
+        // leave out: absent, it means `rebuild`, what those files were coded with.
         if self.strict {
             let missing: Vec<&str> = ["scope", "opt", "lr", "stride", "bptt", "clip"]
                 .into_iter()
@@ -1024,6 +1036,40 @@ mod tests {
             let bad = full.replacen(from, to, 1);
             assert!(Recipe::parse(&bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_state_key_is_printed_only_when_it_carries() {
+        let carry = mamba()
+            .edit("0..:train(bptt=16,state=carry)", None)
+            .unwrap();
+        let Some(Action::Train(t)) = carry.actions().next() else {
+            panic!()
+        };
+        assert_eq!(t.state, LiveState::Carry);
+        let text = carry.to_text();
+        assert!(
+            text.ends_with(
+                "0..:train(scope=all,opt=adam,lr=0.002,stride=16,bptt=16,clip=0,state=carry)"
+            ),
+            "{text}"
+        );
+        assert_eq!(Recipe::parse(&text).unwrap(), carry);
+        // A stored recipe without the key (every file written before it) means rebuild, and an
+        // explicit rebuild prints as such a recipe.
+        let rebuild = mamba()
+            .edit("0..:train(bptt=16,state=rebuild)", None)
+            .unwrap();
+        let old = rebuild.to_text();
+        assert!(!old.contains("state=rebuild"), "{old}");
+        assert_eq!(Recipe::parse(&old).unwrap(), rebuild);
+        assert_eq!(
+            Recipe::parse(&old.replace("clip=0)", "clip=0,state=rebuild)")).unwrap(),
+            rebuild
+        );
+        let err = mamba().edit("0..:train(state=keep)", None).unwrap_err();
+        assert_eq!(&err.text[err.at..err.at + err.len], "keep");
+        assert!(err.message.contains("rebuild, carry"), "{err}");
     }
 
     #[test]
