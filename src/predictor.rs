@@ -285,6 +285,7 @@ impl<N: Network> Predictor<N> {
                 &hyper(spec),
                 spec.scope,
                 bias,
+                spec.state,
             );
         }
     }
@@ -389,6 +390,7 @@ impl<N: Network> Predictor<N> {
                         &hyper(&spec),
                         spec.scope,
                         bias,
+                        spec.state,
                     );
                 }
             }
@@ -491,6 +493,20 @@ mod tests {
         let c = run(build(&cut, None).unwrap().as_mut(), TEXT);
         assert_eq!(a[..10], c[..10], "bytes before the cut are predicted alike");
         assert_ne!(a[10], c[10]);
+    }
+
+    #[test]
+    fn a_carried_state_changes_the_predictions_after_the_first_segment() {
+        let rebuild = run(
+            build(&tiny("0..:train(bptt=4)"), None).unwrap().as_mut(),
+            TEXT,
+        );
+        let carry = tiny("0..:train(bptt=4,state=carry)");
+        let c = run(build(&carry, None).unwrap().as_mut(), TEXT);
+        // Bytes 0..4 are the first segment, predicted before any update; after it, the same
+        // weights run from another state.
+        assert_eq!(rebuild[..4], c[..4]);
+        assert_ne!(rebuild[4], c[4]);
     }
 
     #[test]

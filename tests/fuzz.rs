@@ -140,6 +140,9 @@ const WORDS: &[&str] = &[
     "stride=",
     "bptt=",
     "clip=",
+    "state=",
+    "carry",
+    "rebuild",
     "all",
     "sgd",
     "adam",
@@ -208,6 +211,7 @@ fn canonical_recipes() -> Vec<String> {
             "0..100:infer 100..4K:train(opt=sgd,lr=0.05) 4K..:train(bptt=16,stride=32,clip=1)",
             "0..:repeat(64:train(bptt=8,scope=head+bias),192:infer)",
             "10..20:train(bptt=2) 0..:infer",
+            "0..:train(bptt=4,state=carry)",
         ] {
             out.push(base.edit(rules, None).unwrap().to_text());
         }

@@ -5,8 +5,8 @@ use lmzip::mix::MixSpec;
 use lmzip::model::{mamba1, rwkv7};
 use lmzip::params::Scope;
 use lmzip::recipe::{
-    Action, Base, Body, ModelConfig, ModelKind, OptimizerKind, PERCENT_ONE, Part, Pos, Recipe,
-    Rule, Span, TrainSpec,
+    Action, Base, Body, LiveState, ModelConfig, ModelKind, OptimizerKind, PERCENT_ONE, Part, Pos,
+    Recipe, Rule, Span, TrainSpec,
 };
 use proptest::prelude::*;
 
@@ -80,8 +80,9 @@ fn action(groups: usize) -> impl Strategy<Value = Action> {
         (0u32..0x7e00_0000).prop_map(f32::from_bits),
         1usize..=4096,
         0usize..100_000,
+        any::<bool>(),
     )
-        .prop_map(|(scope, adam, lr, clip, bptt, gap)| {
+        .prop_map(|(scope, adam, lr, clip, bptt, gap, carry)| {
             Action::Train(TrainSpec {
                 scope: Scope(scope),
                 optimizer: if adam {
@@ -93,6 +94,11 @@ fn action(groups: usize) -> impl Strategy<Value = Action> {
                 stride: bptt + gap,
                 bptt,
                 clip,
+                state: if carry {
+                    LiveState::Carry
+                } else {
+                    LiveState::Rebuild
+                },
             })
         });
     prop_oneof![Just(Action::Infer), train]

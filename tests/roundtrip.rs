@@ -79,6 +79,24 @@ fn rwkv7_round_trips_every_input_in_every_mode() {
     }
 }
 
+/// TBPTT with the live state carried on after each update instead of rebuilt.
+const CARRY: &str = "0..:train(opt=adam,lr=0.003,bptt=8,state=carry)";
+
+#[test]
+fn both_models_round_trip_every_input_with_a_carried_state() {
+    for kind in [ModelKind::Mamba1, ModelKind::Rwkv7] {
+        let recipe = tiny(kind, CARRY);
+        // Random data shorter than in the other modes' matrix, to keep the suite fast.
+        let inputs = inputs()
+            .into_iter()
+            .filter(|(name, _)| !name.starts_with("random"))
+            .chain([("random 8 KiB", xorshift_bytes(8 * 1024, 0x9e37_79b9))]);
+        for (name, data) in inputs {
+            assert_round_trip(&recipe, name, &data);
+        }
+    }
+}
+
 #[test]
 fn training_compresses_text_and_runs_better_than_no_training() {
     let data = text(6000);
@@ -213,6 +231,25 @@ fn schedules_switching_between_infer_and_train_round_trip() {
     }
 }
 
+/// [`SWITCHING`] with the live state carried on after every TBPTT update, segments cut short at
+/// the boundaries included.
+fn switching_carried() -> String {
+    SWITCHING
+        .replace("bptt=8)", "bptt=8,state=carry)")
+        .replace("stride=5)", "stride=5,state=carry)")
+}
+
+#[test]
+fn a_carried_state_round_trips_a_switching_schedule() {
+    for kind in [ModelKind::Mamba1, ModelKind::Rwkv7] {
+        let recipe = tiny(kind, &switching_carried());
+        assert_eq!(recipe.to_text().matches("state=carry").count(), 2);
+        for (name, data) in [("text", text(4000)), ("short", text(650))] {
+            assert_round_trip(&recipe, name, &data);
+        }
+    }
+}
+
 #[test]
 fn percent_schedules_round_trip_once_resolved() {
     let recipe = tiny(ModelKind::Mamba1, "0..33.3%:train(lr=0.003) 33.3%..:infer");
@@ -228,6 +265,30 @@ fn percent_schedules_round_trip_once_resolved() {
     );
     assert_round_trip(&resolved, "percent", &data);
 }
+
+/// The carried state pinned like the other modes (its own list, so the older pins stay as
+/// they are).
+#[test]
+fn golden_carried_state() {
+    let data = text(4000);
+    let got: Vec<(usize, String)> = [ModelKind::Mamba1, ModelKind::Rwkv7]
+        .iter()
+        .map(|&kind| {
+            let packed = compress_bytes(&tiny(kind, CARRY), &data).unwrap();
+            (packed.len(), sha256_prefix(&packed))
+        })
+        .collect();
+    let want: Vec<(usize, String)> = GOLDEN_CARRY
+        .iter()
+        .map(|&(l, c)| (l, c.to_string()))
+        .collect();
+    assert_eq!(
+        got, want,
+        "compressed bytes changed; see golden_compressed_bytes"
+    );
+}
+
+const GOLDEN_CARRY: &[(usize, &str)] = &[(1240, "28c4092a061a7c02"), (930, "5bedc7a3b9c8c247")];
 
 /// The switching schedule pinned like the single-rule ones.
 #[test]

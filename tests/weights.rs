@@ -193,6 +193,17 @@ fn resuming_from_a_saved_model_equals_the_uninterrupted_run() {
             "0..99:train(lr=0.003,bptt=8) 99..:repeat(100:infer,200:train(lr=0.003,bptt=8))",
         ),
         (ModelKind::Rwkv7, "0..:train(lr=0.003,bptt=5)", ""),
+        // A carried state: the saved start state of the pending segment is the carried one.
+        (
+            ModelKind::Mamba1,
+            "0..:train(lr=0.003,bptt=8,state=carry)",
+            "",
+        ),
+        (
+            ModelKind::Rwkv7,
+            "0..:train(lr=0.003,bptt=5,state=carry)",
+            "",
+        ),
         (ModelKind::Rwkv7, "0..:infer", ""),
     ] {
         let recipe = tiny(kind, rules);

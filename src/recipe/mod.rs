@@ -33,6 +33,7 @@ use crate::mix::MixSpec;
 
 pub use crate::model::{MAX_DIM, MAX_PARAMS, ModelConfig, ModelKind};
 pub use crate::train::optim::OptimizerKind;
+pub use crate::train::tbptt::LiveState;
 
 pub use memory::working_floats;
 pub use parse::{declared_kind, file_path};

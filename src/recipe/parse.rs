@@ -637,7 +637,7 @@ impl<'a> Parser<'a> {
         })
     }
 
-    /// A stored recipe gives every key of `train`.
+    /// A stored recipe gives every key of `train` but those with an implicit value.
     fn all_train_keys(
         &self,
         given: &[(&'static TrainKey, Loc)],
@@ -645,7 +645,7 @@ impl<'a> Parser<'a> {
     ) -> Result<(), RecipeError> {
         let missing: Vec<&str> = super::train::TRAIN_KEYS
             .iter()
-            .filter(|k| !given.iter().any(|g| g.0.name == k.name))
+            .filter(|k| k.implicit.is_none() && !given.iter().any(|g| g.0.name == k.name))
             .map(|k| k.name)
             .collect();
         if missing.is_empty() {

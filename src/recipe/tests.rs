@@ -203,6 +203,7 @@ fn the_train_key_table_gives_defaults_order_and_messages() {
             stride: 1,
             bptt: 1,
             clip: 0.0,
+            state: LiveState::Rebuild,
         };
         assert_eq!(t, expected);
         t.validate(kind).unwrap();
@@ -212,7 +213,7 @@ fn the_train_key_table_gives_defaults_order_and_messages() {
     let err = mamba().edit("0..:train(bppt=8)", None).unwrap_err();
     assert_eq!(
         err.message,
-        "train has no key 'bppt' (keys: scope, opt, lr, stride, bptt, clip)"
+        "train has no key 'bppt' (keys: scope, opt, lr, stride, bptt, clip, state)"
     );
     let stored = mamba().to_text().replace(",lr=0.0005", "");
     let err = Recipe::parse(&stored).unwrap_err();
@@ -421,4 +422,38 @@ fn trained_phases_follow_stride_and_window() {
     t.stride = 5;
     let seg: Vec<bool> = (0..7).map(|p| t.trains(p)).collect();
     assert_eq!(seg, [true, true, false, false, false, true, true]);
+}
+
+#[test]
+fn the_state_key_is_printed_only_when_it_carries() {
+    let carry = mamba()
+        .edit("0..:train(bptt=16,state=carry)", None)
+        .unwrap();
+    let Some(Action::Train(t)) = carry.actions().next() else {
+        panic!()
+    };
+    assert_eq!(t.state, LiveState::Carry);
+    let text = carry.to_text();
+    assert!(
+        text.ends_with(
+            "0..:train(scope=all,opt=adam,lr=0.002,stride=16,bptt=16,clip=0,state=carry)"
+        ),
+        "{text}"
+    );
+    assert_eq!(Recipe::parse(&text).unwrap(), carry);
+    // A stored recipe without the key (every file written before it) means rebuild, and an
+    // explicit rebuild prints as such a recipe.
+    let rebuild = mamba()
+        .edit("0..:train(bptt=16,state=rebuild)", None)
+        .unwrap();
+    let old = rebuild.to_text();
+    assert!(!old.contains("state=rebuild"), "{old}");
+    assert_eq!(Recipe::parse(&old).unwrap(), rebuild);
+    assert_eq!(
+        Recipe::parse(&old.replace("clip=0)", "clip=0,state=rebuild)")).unwrap(),
+        rebuild
+    );
+    let err = mamba().edit("0..:train(state=keep)", None).unwrap_err();
+    assert_eq!(&err.text[err.at..err.at + err.len], "keep");
+    assert!(err.message.contains("rebuild, carry"), "{err}");
 }

@@ -6,7 +6,7 @@
 
 use anyhow::{Result, bail};
 
-use super::{ModelKind, OptimizerKind};
+use super::{LiveState, ModelKind, OptimizerKind};
 use crate::params::Scope;
 use crate::train::trained_groups;
 
@@ -26,6 +26,9 @@ pub struct TrainSpec {
     pub bptt: usize,
     /// Element-wise gradient clip; 0 means none.
     pub clip: f32,
+    /// The live state after a TBPTT segment's update: rebuilt with the new weights, or carried
+    /// on from the live pass. No effect with `bptt` 1.
+    pub state: LiveState,
 }
 
 /// Largest accepted TBPTT window.
@@ -46,10 +49,14 @@ pub struct TrainKey {
     pub check: fn(&TrainSpec, ModelKind) -> Result<(), String>,
     /// The value of a bare `train`, as text.
     pub default: &'static str,
+    /// For a key added after files were written: the value those files meant. A stored recipe
+    /// may leave the key out, and the canonical text leaves it out at this value, so old
+    /// recipes print and store as they always did.
+    pub implicit: Option<&'static str>,
 }
 
 /// The keys of `train(...)` in canonical order.
-pub static TRAIN_KEYS: [TrainKey; 6] = [
+pub static TRAIN_KEYS: [TrainKey; 7] = [
     TrainKey {
         name: "scope",
         read: |t, v, kind| {
@@ -59,6 +66,7 @@ pub static TRAIN_KEYS: [TrainKey; 6] = [
         print: |t, kind| t.scope.to_text(trained_groups(kind)),
         check: check_scope,
         default: "all",
+        implicit: None,
     },
     TrainKey {
         name: "opt",
@@ -69,6 +77,7 @@ pub static TRAIN_KEYS: [TrainKey; 6] = [
         print: |t, _| t.optimizer.name().into(),
         check: |_, _| Ok(()),
         default: "adam",
+        implicit: None,
     },
     TrainKey {
         name: "lr",
@@ -83,6 +92,7 @@ pub static TRAIN_KEYS: [TrainKey; 6] = [
             false => Err(format!("lr {} is out of range (0..=10)", t.lr)),
         },
         default: "0.002",
+        implicit: None,
     },
     TrainKey {
         name: "stride",
@@ -100,6 +110,7 @@ pub static TRAIN_KEYS: [TrainKey; 6] = [
             )),
         },
         default: "1",
+        implicit: None,
     },
     TrainKey {
         name: "bptt",
@@ -113,6 +124,7 @@ pub static TRAIN_KEYS: [TrainKey; 6] = [
             false => Err(format!("bptt {} is out of range (1..={MAX_BPTT})", t.bptt)),
         },
         default: "1",
+        implicit: None,
     },
     TrainKey {
         name: "clip",
@@ -126,6 +138,18 @@ pub static TRAIN_KEYS: [TrainKey; 6] = [
             false => Err(format!("clip {} must be a finite number >= 0", t.clip)),
         },
         default: "0",
+        implicit: None,
+    },
+    TrainKey {
+        name: "state",
+        read: |t, v, _| {
+            t.state = LiveState::parse(v).map_err(|e| e.to_string())?;
+            Ok(())
+        },
+        print: |t, _| t.state.name().into(),
+        check: |_, _| Ok(()),
+        default: "rebuild",
+        implicit: Some("rebuild"),
     },
 ];
 
@@ -185,6 +209,7 @@ impl TrainSpec {
             stride: 1,
             bptt: 1,
             clip: 0.0,
+            state: LiveState::Rebuild,
         };
         for key in &TRAIN_KEYS {
             // A test reads every default of every model.
@@ -213,7 +238,9 @@ impl TrainSpec {
     pub fn to_text(&self, kind: ModelKind) -> String {
         let pairs: Vec<String> = TRAIN_KEYS
             .iter()
-            .map(|k| format!("{}={}", k.name, (k.print)(self, kind)))
+            .map(|k| (k, (k.print)(self, kind)))
+            .filter(|(k, value)| k.implicit != Some(value.as_str()))
+            .map(|(k, value)| format!("{}={value}", k.name))
             .collect();
         pairs.join(",")
     }

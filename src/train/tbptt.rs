@@ -12,10 +12,18 @@
 //!    and chunks, each byte's loss weighted `1/n` for the segment's `n` bytes (its mean; `n` is
 //!    the window unless a schedule boundary cut the segment short);
 //! 3. take one optimizer step;
-//! 4. rebuild the live state by running the segment's inputs again from its start state with
-//!    the updated weights, and start the next segment there.
+//! 4. with [`LiveState::Rebuild`], rebuild the live state by running the segment's inputs
+//!    again from its start state with the updated weights; with [`LiveState::Carry`], keep the
+//!    state the live pass reached (computed with the old weights) and skip that second forward.
+//!    The next segment starts there.
+//!
+//! Either way the replays of step 1 run from checkpoints the live pass took with the weights
+//! it coded with, so they reproduce its traces bit for bit; under carry the segment's start
+//! state is simply the state the previous segment's live pass left.
 //!
 //! Memory is `chunk` traces plus one state per chunk, whatever the window.
+
+use anyhow::{Result, bail};
 
 use crate::model::{Network, VOCAB};
 use crate::params::{ParamSet, Scope, Slot};
@@ -29,6 +37,34 @@ pub const CHUNK: usize = 64;
 /// the window.
 pub fn chunk_len(window: usize, chunk: usize) -> usize {
     chunk.clamp(1, window.max(1))
+}
+
+/// What the live state becomes after a segment's optimizer step (recipe key `state`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LiveState {
+    /// Run the segment again with the updated weights: the next segment starts from the state
+    /// the new weights would have reached. One more forward pass per trained byte.
+    #[default]
+    Rebuild,
+    /// Keep the state the live pass reached with the weights the segment was coded with.
+    Carry,
+}
+
+impl LiveState {
+    pub fn name(self) -> &'static str {
+        match self {
+            LiveState::Rebuild => "rebuild",
+            LiveState::Carry => "carry",
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Self> {
+        match text {
+            "rebuild" => Ok(LiveState::Rebuild),
+            "carry" => Ok(LiveState::Carry),
+            other => bail!("unknown state '{other}' (states: rebuild, carry)"),
+        }
+    }
 }
 
 /// The segment being collected and the buffers to train on it.
@@ -113,8 +149,9 @@ impl<N: Network> Tbptt<N> {
         self.targets.len() == self.window
     }
 
-    /// Trains on the recorded segment (steps 1–4 above) and leaves in `state` the rebuilt live
-    /// state. Called when the segment is complete, or earlier when a schedule boundary ends it
+    /// Trains on the recorded segment (steps 1–4 above) and leaves in `state` the live state
+    /// the next segment starts from, as `live` says: `state` must be the state the live pass
+    /// reached. Called when the segment is complete, or earlier when a schedule boundary ends it
     /// (then it is shorter). Every fed token must have its byte recorded. `bias` is the output
     /// bias's slot when it is trained.
     #[allow(clippy::too_many_arguments)]
@@ -128,6 +165,7 @@ impl<N: Network> Tbptt<N> {
         hyper: &Hyper,
         scope: Scope,
         bias: Option<Slot>,
+        live: LiveState,
     ) {
         let n = self.targets.len();
         debug_assert_eq!(n, self.inputs.len(), "every fed token has its byte");
@@ -175,8 +213,10 @@ impl<N: Network> Tbptt<N> {
         optimizer.step(params, grads, hyper, scope, &touched);
         net.refresh(params);
 
-        *state = self.checkpoints.swap_remove(0);
-        net.advance_steps(params, state, &self.inputs);
+        if live == LiveState::Rebuild {
+            *state = self.checkpoints.swap_remove(0);
+            net.advance_steps(params, state, &self.inputs);
+        }
         self.checkpoints.clear();
         self.inputs.clear();
         self.targets.clear();
@@ -204,47 +244,74 @@ mod tests {
         Mamba1::new_random(cfg, 5).unwrap()
     }
 
-    /// Runs one segment through the driver with SGD at lr 1 and returns the parameter change
-    /// (which is then the gradient the driver applied).
-    fn driver_step(chunk: usize, text: &[u8]) -> (Vec<f32>, Vec<u32>) {
+    fn sgd() -> Hyper {
+        Hyper {
+            kind: OptimizerKind::Sgd,
+            lr: 1.0,
+            clip: 0.0,
+        }
+    }
+
+    /// Codes `text` (each byte predicting the next) through the driver in segments of `window`
+    /// with SGD at lr 1, training the last segment however short; returns the parameters after
+    /// each update and the live state at the end.
+    fn drive(
+        chunk: usize,
+        window: usize,
+        text: &[u8],
+        live: LiveState,
+    ) -> (Vec<ParamSet>, <Mamba1 as Network>::State) {
         let (mut net, mut params) = net();
-        let before = params.clone();
-        let window = text.len() - 1;
         let mut seg = Tbptt::new(&net, window, chunk);
         let mut state = net.new_state();
         let mut grads = params.zeros_like();
         let mut opt = Optimizer::new();
-        let sgd = Hyper {
-            kind: OptimizerKind::Sgd,
-            lr: 1.0,
-            clip: 0.0,
-        };
         let zero_bias = vec![0.0f32; VOCAB];
         let mut pdf = vec![0.0f64; VOCAB];
-        for j in 0..window {
-            let logits = seg.forward(&mut net, &params, &mut state, text[j]);
+        let mut after = Vec::new();
+        for (j, pair) in text.windows(2).enumerate() {
+            let logits = seg.forward(&mut net, &params, &mut state, pair[0]);
             softmax_pdf(logits, &zero_bias, &mut pdf);
-            let full = seg.record(text[j + 1], &pdf);
-            assert_eq!(full, j + 1 == window);
+            let full = seg.record(pair[1], &pdf);
+            assert_eq!(full, (j + 1) % window == 0);
+            if full || j + 2 == text.len() {
+                seg.update(
+                    &mut net,
+                    &mut params,
+                    &mut state,
+                    &mut grads,
+                    &mut opt,
+                    &sgd(),
+                    Scope::ALL,
+                    None,
+                    live,
+                );
+                after.push(params.clone());
+            }
         }
-        seg.update(
-            &mut net,
-            &mut params,
-            &mut state,
-            &mut grads,
-            &mut opt,
-            &sgd,
-            Scope::ALL,
-            None,
-        );
-        let delta = params
+        (after, state)
+    }
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
+    fn delta(after: &ParamSet, before: &ParamSet) -> Vec<f32> {
+        after
             .data
             .iter()
             .zip(&before.data)
             .map(|(a, b)| a - b)
-            .collect();
-        let state_bits = logits_bits(&mut net, &params, &mut state);
-        (delta, state_bits)
+            .collect()
+    }
+
+    /// Runs one segment through the driver and returns the parameter change (with SGD at lr 1,
+    /// the gradient the driver applied) and the logits that follow the rebuilt state.
+    fn driver_step(chunk: usize, text: &[u8]) -> (Vec<f32>, Vec<u32>) {
+        let (after, mut state) = drive(chunk, text.len() - 1, text, LiveState::Rebuild);
+        let (mut net, before) = net();
+        let state_bits = logits_bits(&mut net, &after[0], &mut state);
+        (delta(&after[0], &before), state_bits)
     }
 
     fn logits_bits(
@@ -263,7 +330,6 @@ mod tests {
         let text = b"segment!";
         let (one, state_one) = driver_step(64, text);
         let (chunked, state_chunked) = driver_step(3, text);
-        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&one), bits(&chunked));
         assert_eq!(state_one, state_chunked);
     }
@@ -279,6 +345,78 @@ mod tests {
         let scale = want.iter().fold(0.0f32, |m, g| m.max(g.abs()));
         assert!(scale > 0.0);
         for (i, (d, g)) in delta.iter().zip(&want).enumerate() {
+            assert!(
+                (d - g).abs() <= 1e-3 * scale,
+                "parameter {i}: applied {d}, gradient {g}"
+            );
+        }
+    }
+
+    /// The state the network reaches over `tokens` from the zero state with `params`.
+    fn run_from_zero(params: &ParamSet, tokens: &[u8]) -> Vec<f32> {
+        let (mut net, _) = net();
+        net.refresh(params);
+        let mut state = net.new_state();
+        net.advance_steps(params, &mut state, tokens);
+        state
+    }
+
+    #[test]
+    fn carry_keeps_the_live_state_and_rebuild_recomputes_it() {
+        let text = b"carry on!";
+        let inputs = &text[..text.len() - 1];
+        let (_, before) = net();
+        for live in [LiveState::Rebuild, LiveState::Carry] {
+            let (after, state) = drive(64, inputs.len(), text, live);
+            let weights = match live {
+                LiveState::Rebuild => &after[0],
+                LiveState::Carry => &before,
+            };
+            assert_eq!(
+                bits(&state),
+                bits(&run_from_zero(weights, inputs)),
+                "{live:?}"
+            );
+        }
+        // The first step does not depend on the mode; the states after it differ.
+        let (rebuilt, rebuilt_state) = drive(64, inputs.len(), text, LiveState::Rebuild);
+        let (carried, carried_state) = drive(64, inputs.len(), text, LiveState::Carry);
+        assert_eq!(bits(&rebuilt[0].data), bits(&carried[0].data));
+        assert_ne!(bits(&rebuilt_state), bits(&carried_state));
+    }
+
+    #[test]
+    fn chunked_replay_under_carry_is_exact_across_segments() {
+        let text = b"the state carried over segments";
+        for live in [LiveState::Rebuild, LiveState::Carry] {
+            let (one, state_one) = drive(64, 7, text, live);
+            let (chunked, state_chunked) = drive(3, 7, text, live);
+            assert_eq!(one.len(), 5);
+            for (a, b) in one.iter().zip(&chunked) {
+                assert_eq!(bits(&a.data), bits(&b.data), "{live:?}");
+            }
+            assert_eq!(bits(&state_one), bits(&state_chunked), "{live:?}");
+        }
+        let (rebuilt, _) = drive(64, 7, text, LiveState::Rebuild);
+        let (carried, _) = drive(64, 7, text, LiveState::Carry);
+        assert_ne!(bits(&rebuilt[1].data), bits(&carried[1].data));
+    }
+
+    #[test]
+    fn under_carry_the_next_segment_trains_from_the_carried_state() {
+        let text = b"abcabdabcab";
+        let window = 5;
+        let (after, _) = drive(2, window, text, LiveState::Carry);
+        let (mut net, before) = net();
+        // The second segment started where the first segment's live pass (old weights) ended.
+        let start = run_from_zero(&before, &text[..window]);
+        net.refresh(&after[0]);
+        let steps: Vec<(u8, u8)> = text[window..].windows(2).map(|w| (w[0], w[1])).collect();
+        let want = gradcheck::segment_grads(&mut net, &after[0], &start, &steps);
+        let got = delta(&after[1], &after[0]);
+        let scale = want.iter().fold(0.0f32, |m, g| m.max(g.abs()));
+        assert!(scale > 0.0);
+        for (i, (d, g)) in got.iter().zip(&want).enumerate() {
             assert!(
                 (d - g).abs() <= 1e-3 * scale,
                 "parameter {i}: applied {d}, gradient {g}"
