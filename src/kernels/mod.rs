@@ -32,10 +32,12 @@
 //! | [`add_outer`] | `dst[r] += left[r]·right` per row, rows with `left[r] == 0` skipped |
 //! | [`linear_backward_acc`], [`linear_backward`] | exactly [`add_outer`] into `g_w` plus [`gemv_t_acc`] into `g_x` (rows with `g[r] == 0` skipped) |
 //! | [`axpy`] | `y[i] += a·x[i]`: one product and one add per element |
+//! | [`scan_forward`] | per channel, `y_pre` = [`dot`] of the new state row with `C`, plus `D·u` |
+//! | [`scan_backward`] | per channel, `dL/d(u·Δ)` and `dL/dΔ` as [`dot_in_order`] over the state index; `g_b`, `g_c` (and `g_d`, `g_a_log`) receive the channels' terms in ascending channel order |
 //! | [`steps::linear_backward_steps`], [`steps::gemv_steps`] | a segment's steps at once, each output element receiving exactly the products and order of the per-step kernels called step after step ([`steps`]) |
 //!
-//! The models' own sums outside this module (norms, the scan's and WKV's state updates) are
-//! written as in-order loops or call the functions above.
+//! The models' own sums outside this module (norms, WKV's state updates) are written as
+//! in-order loops or call the functions above.
 
 #[macro_use]
 mod simd;
@@ -45,9 +47,11 @@ pub mod dispatch;
 pub mod math;
 mod portable;
 pub mod scalar;
+mod scan;
 pub mod steps;
 
 pub use dispatch::{SIMD_ENV_VAR, SimdChoiceError, SimdPath};
+pub use scan::{ScanGrads, ScanInput, ScanTrace};
 
 /// The logical lanes of every SIMD path: the width that fixes the summation order of [`dot`].
 /// A wider machine keeps these eight logical lanes (more of them per instruction, or more rows
@@ -194,6 +198,22 @@ impl Kernels {
     }
 
     #[inline]
+    pub fn scan_forward(self, x: &ScanInput, ssm: &mut [f32], da: &mut [f32], y_pre: &mut [f32]) {
+        on_path!(self, scan_forward(x, ssm, da, y_pre))
+    }
+
+    #[inline]
+    pub fn scan_backward(
+        self,
+        tr: &ScanTrace,
+        g_y_pre: &[f32],
+        g: ScanGrads,
+        carry: Option<&mut [f32]>,
+    ) {
+        on_path!(self, scan_backward(tr, g_y_pre, g, carry))
+    }
+
+    #[inline]
     pub fn sgd_update(self, p: &mut [f32], g: &mut [f32], lr: f32, tiny_grad: f32) {
         on_path!(self, sgd_update(p, g, lr, tiny_grad))
     }
@@ -334,6 +354,25 @@ pub fn sigmoid_into(x: &[f32], out: &mut [f32]) {
 #[inline]
 pub fn silu_into(x: &[f32], out: &mut [f32], sig: &mut [f32]) {
     Kernels::active().silu_into(x, out, sig)
+}
+
+/// One byte of a Mamba-1 layer's selective scan: advances the `[I, S]` state `ssm` in place,
+/// writing `dA = exp(Δ·A)` (`[I, S]`) and `y_pre` (`[I]`). Per channel, `dA_j` is
+/// [`math::exp`] of the rounded product `Δ·A_j`, `s'_j = s_j·dA_j + (u·Δ)·B_j`, and `y_pre` is
+/// [`dot`]`(s', C) + D·u`; lanes run over the state index (`scan` module).
+#[inline]
+pub fn scan_forward(x: &ScanInput, ssm: &mut [f32], da: &mut [f32], y_pre: &mut [f32]) {
+    Kernels::active().scan_forward(x, ssm, da, y_pre)
+}
+
+/// Backward of [`scan_forward`] from `g_y_pre = dL/dy_pre`: writes `g.u`, `g.dt` (before
+/// softplus'), adds `g.b`, `g.c` (channels in ascending order) and, when given, `g.d`,
+/// `g.a_log`. With `carry` (the gradient of the state after the step) adds it in and leaves
+/// there the gradient of the state before it. The two sums over the state index are added one
+/// term at a time in index order ([`dot_in_order`]); twin: [`scalar::scan_backward`].
+#[inline]
+pub fn scan_backward(tr: &ScanTrace, g_y_pre: &[f32], g: ScanGrads, carry: Option<&mut [f32]>) {
+    Kernels::active().scan_backward(tr, g_y_pre, g, carry)
 }
 
 /// SGD's update: `p += lr · g`, with `g` read as zero where `|g| < tiny_grad` (compare-and-

@@ -71,6 +71,24 @@ macro_rules! entry_points {
             super::simd::silu_into::<$V>(x, out, sig)
         }
         $(#[$attr])*
+        pub(super) fn scan_forward(
+            x: &super::ScanInput,
+            ssm: &mut [f32],
+            da: &mut [f32],
+            y_pre: &mut [f32],
+        ) {
+            super::scan::forward::<$V>(x, ssm, da, y_pre)
+        }
+        $(#[$attr])*
+        pub(super) fn scan_backward(
+            tr: &super::ScanTrace,
+            g_y_pre: &[f32],
+            g: super::ScanGrads,
+            carry: Option<&mut [f32]>,
+        ) {
+            super::scan::backward::<$V>(tr, g_y_pre, g, carry)
+        }
+        $(#[$attr])*
         pub(super) fn sgd_update(p: &mut [f32], g: &mut [f32], lr: f32, tiny_grad: f32) {
             super::simd::sgd_update::<$V>(p, g, lr, tiny_grad)
         }
