@@ -633,6 +633,165 @@ mod tests {
         }
     }
 
+    /// Scan inputs for `channels × s`: ordinary values, and edges (±0, ±inf, NaN, huge steps
+    /// that clamp the exponential) spread over lanes and tails.
+    fn scan_values(n: usize, seed: u32, scale: f32) -> Vec<f32> {
+        let edges = [-0.0, 0.0, f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 1e30, -1e-40];
+        let mut v: Vec<f32> = data(n, seed).iter().map(|x| x * scale).collect();
+        for (i, x) in v.iter_mut().enumerate().skip(5).step_by(11) {
+            *x = edges[(i / 11) % edges.len()];
+        }
+        v
+    }
+
+    /// The shapes the scan tests run: state sizes around and between multiples of eight.
+    const SCAN_SHAPES: [(usize, usize); 9] = [
+        (1, 1),
+        (3, 7),
+        (5, 8),
+        (4, 9),
+        (6, 16),
+        (3, 17),
+        (2, 33),
+        (1, 15),
+        (0, 16),
+    ];
+
+    /// The scan's input for one shape: `A` negative like `−exp(A_log)`, steps positive.
+    struct ScanCase {
+        u: Vec<f32>,
+        dt: Vec<f32>,
+        b: Vec<f32>,
+        c: Vec<f32>,
+        d: Vec<f32>,
+        a: Vec<f32>,
+    }
+
+    impl ScanCase {
+        fn new(channels: usize, s: usize, seed: u32) -> Self {
+            let a = data(channels * s, seed).iter().map(|x| -(x * x) - 0.5).collect();
+            let mut a: Vec<f32> = a;
+            if a.len() > 3 {
+                a[3] = f32::NEG_INFINITY;
+            }
+            let dt = data(channels, seed + 1).iter().map(|x| x.abs() * 3.0).collect();
+            ScanCase {
+                u: scan_values(channels, seed + 2, 2.0),
+                dt,
+                b: scan_values(s, seed + 3, 1.0),
+                c: scan_values(s, seed + 4, 1.0),
+                d: data(channels, seed + 5),
+                a,
+            }
+        }
+        fn input(&self) -> ScanInput<'_> {
+            ScanInput {
+                u: &self.u,
+                dt: &self.dt,
+                b: &self.b,
+                c: &self.c,
+                d: &self.d,
+                a: &self.a,
+            }
+        }
+    }
+
+    #[test]
+    fn scan_forward_matches_its_twin() {
+        for k in paths() {
+            for (channels, s) in SCAN_SHAPES {
+                let case = ScanCase::new(channels, s, 30);
+                let ssm0 = scan_values(channels * s, 31, 5.0);
+                let (mut ssm1, mut da1, mut y1) =
+                    (ssm0.clone(), vec![0.0; channels * s], vec![0.0; channels]);
+                k.scan_forward(&case.input(), &mut ssm1, &mut da1, &mut y1);
+                let (mut ssm2, mut da2, mut y2) =
+                    (ssm0.clone(), vec![0.0; channels * s], vec![0.0; channels]);
+                scalar::scan_forward(&case.input(), &mut ssm2, &mut da2, &mut y2);
+                assert_eq!(bits(&ssm1), bits(&ssm2), "{k:?} state {channels}x{s}");
+                assert_eq!(bits(&da1), bits(&da2), "{k:?} dA {channels}x{s}");
+                assert_eq!(bits(&y1), bits(&y2), "{k:?} y_pre {channels}x{s}");
+            }
+        }
+    }
+
+    /// The twin computes what the per-step kernels computed before the scan had its own:
+    /// [`exp_scaled_into`] per row, the update, [`dot`] with `C`.
+    #[test]
+    fn scan_forward_twin_is_the_per_row_kernels() {
+        let (channels, s) = (5, 17);
+        let case = ScanCase::new(channels, s, 40);
+        let ssm0 = scan_values(channels * s, 41, 5.0);
+        let (mut ssm, mut da, mut y) = (ssm0.clone(), vec![0.0; channels * s], vec![0.0; 5]);
+        scalar::scan_forward(&case.input(), &mut ssm, &mut da, &mut y);
+        for c in 0..channels {
+            let row = c * s..(c + 1) * s;
+            let mut want_da = vec![0.0; s];
+            scalar::exp_scaled_into(case.dt[c], &case.a[row.clone()], &mut want_da);
+            let u_dt = case.u[c] * case.dt[c];
+            let want_s: Vec<f32> = (0..s)
+                .map(|j| ssm0[c * s + j] * want_da[j] + u_dt * case.b[j])
+                .collect();
+            let want_y = scalar::dot(&want_s, &case.c) + case.d[c] * case.u[c];
+            assert_eq!(bits(&da[row.clone()]), bits(&want_da), "dA row {c}");
+            assert_eq!(bits(&ssm[row]), bits(&want_s), "state row {c}");
+            assert_eq!(bits(&[y[c]]), bits(&[want_y]), "y_pre {c}");
+        }
+    }
+
+    #[test]
+    fn scan_backward_matches_its_twin() {
+        for k in paths() {
+            for (channels, s) in SCAN_SHAPES {
+                for (with_carry, with_params) in [(true, true), (true, false), (false, true)] {
+                    let case = ScanCase::new(channels, s, 50);
+                    let da = scan_values(channels * s, 51, 1.0);
+                    let ssm_prev = scan_values(channels * s, 52, 3.0);
+                    let ssm_new = scan_values(channels * s, 53, 3.0);
+                    let g_y = scan_values(channels, 54, 1.0);
+                    let trace = ScanTrace {
+                        input: case.input(),
+                        da: &da,
+                        ssm_prev: &ssm_prev,
+                        ssm_new: &ssm_new,
+                    };
+                    let run = |twin: bool| {
+                        let (mut gu, mut gdt) = (vec![0.0; channels], vec![0.0; channels]);
+                        let (mut gb, mut gc) = (scan_values(s, 55, 1.0), scan_values(s, 56, 1.0));
+                        let mut gd = scan_values(channels, 57, 1.0);
+                        let mut ga = scan_values(channels * s, 58, 1.0);
+                        let mut carry = scan_values(channels * s, 59, 1.0);
+                        let (mut s1, mut s2) = (vec![0.0; s], vec![0.0; s]);
+                        let grads = ScanGrads {
+                            u: &mut gu,
+                            dt: &mut gdt,
+                            b: &mut gb,
+                            c: &mut gc,
+                            d: with_params.then_some(&mut gd[..]),
+                            a_log: with_params.then_some(&mut ga[..]),
+                            s_scratch: &mut s1,
+                            dt_a_scratch: &mut s2,
+                        };
+                        let cc = with_carry.then_some(&mut carry[..]);
+                        if twin {
+                            scalar::scan_backward(&trace, &g_y, grads, cc);
+                        } else {
+                            k.scan_backward(&trace, &g_y, grads, cc);
+                        }
+                        [gu, gdt, gb, gc, gd, ga, carry].map(|v| bits(&v))
+                    };
+                    let names = ["u", "dt", "b", "c", "d", "a_log", "carry"];
+                    for ((got, want), name) in run(false).iter().zip(run(true)).zip(names) {
+                        assert_eq!(
+                            got, &want,
+                            "{k:?} g_{name} {channels}x{s} carry={with_carry} params={with_params}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     /// Optimizer inputs with the thresholds, a subnormal, ±0, infinities and NaN, repeated so
     /// that each value reaches full lane groups and the tail.
     fn optimizer_values(n: usize) -> Vec<f32> {
