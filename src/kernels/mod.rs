@@ -197,6 +197,20 @@ impl Kernels {
         on_path!(self, silu_into(x, out, sig))
     }
 
+    /// See [`steps::linear_backward_steps`]; `g_x` is not zeroed here.
+    #[inline]
+    pub fn linear_backward_steps(
+        self,
+        w: &[f32],
+        x: &[&[f32]],
+        g: steps::Rows,
+        g_x: (&mut [f32], usize),
+        g_w: Option<&mut [f32]>,
+        dims: (usize, usize),
+    ) {
+        on_path!(self, linear_backward_steps(w, x, g, g_x, g_w, dims))
+    }
+
     #[inline]
     pub fn scan_forward(self, x: &ScanInput, ssm: &mut [f32], da: &mut [f32], y_pre: &mut [f32]) {
         on_path!(self, scan_forward(x, ssm, da, y_pre))
