@@ -647,10 +647,80 @@ mod tests {
         }
     }
 
+    /// A segment's linear backward on every path equals its twin: rows not a multiple of four,
+    /// widths around the register blocks (8 and 64 columns), zero coefficients that break the
+    /// four-row passes, −0, infinities and NaN.
+    #[test]
+    fn linear_backward_steps_matches_its_twin() {
+        let shapes = [
+            (1, 1, 1),
+            (5, 7, 3),
+            (4, 8, 16),
+            (9, 17, 5),
+            (6, 64, 4),
+            (7, 70, 16),
+        ];
+        let shapes = shapes
+            .into_iter()
+            .chain([(13, 130, 9), (3, 200, 2), (4, 9, 0)]);
+        for k in paths() {
+            for (rows, cols, n) in shapes.clone() {
+                let mut w = data(rows * cols, 60);
+                w[0] = f32::INFINITY;
+                let xs: Vec<Vec<f32>> = (0..n)
+                    .map(|t| scan_values(cols, 61 + t as u32, 2.0))
+                    .collect();
+                let x: Vec<&[f32]> = xs.iter().map(|v| v.as_slice()).collect();
+                let g_stride = rows + 2;
+                let mut g = data(n * g_stride, 62);
+                for (i, gi) in g.iter_mut().enumerate().step_by(5) {
+                    *gi = if i % 2 == 0 { 0.0 } else { -0.0 };
+                }
+                let g_rows = steps::Rows {
+                    data: &g,
+                    stride: g_stride,
+                };
+                let gx_stride = cols + 1;
+                let mut gx0 = data(n * gx_stride, 63);
+                if let Some(v) = gx0.first_mut() {
+                    *v = -0.0;
+                }
+                let gw0 = scan_values(rows * cols, 64, 1.0);
+                for with_gw in [true, false] {
+                    let (mut gx1, mut gw1) = (gx0.clone(), gw0.clone());
+                    let gw = with_gw.then_some(&mut gw1[..]);
+                    k.linear_backward_steps(
+                        &w,
+                        &x,
+                        g_rows,
+                        (&mut gx1, gx_stride),
+                        gw,
+                        (rows, cols),
+                    );
+                    let (mut gx2, mut gw2) = (gx0.clone(), gw0.clone());
+                    let gw = with_gw.then_some(&mut gw2[..]);
+                    let dims = (rows, cols);
+                    scalar::linear_backward_steps(&w, &x, g_rows, (&mut gx2, gx_stride), gw, dims);
+                    let shape = format!("{k:?} {rows}x{cols} n={n} g_w={with_gw}");
+                    assert_eq!(bits(&gx1), bits(&gx2), "g_x {shape}");
+                    assert_eq!(bits(&gw1), bits(&gw2), "g_w {shape}");
+                }
+            }
+        }
+    }
+
     /// Scan inputs for `channels × s`: ordinary values, and edges (±0, ±inf, NaN, huge steps
     /// that clamp the exponential) spread over lanes and tails.
     fn scan_values(n: usize, seed: u32, scale: f32) -> Vec<f32> {
-        let edges = [-0.0, 0.0, f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 1e30, -1e-40];
+        let edges = [
+            -0.0,
+            0.0,
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            1e30,
+            -1e-40,
+        ];
         let mut v: Vec<f32> = data(n, seed).iter().map(|x| x * scale).collect();
         for (i, x) in v.iter_mut().enumerate().skip(5).step_by(11) {
             *x = edges[(i / 11) % edges.len()];
@@ -683,12 +753,18 @@ mod tests {
 
     impl ScanCase {
         fn new(channels: usize, s: usize, seed: u32) -> Self {
-            let a = data(channels * s, seed).iter().map(|x| -(x * x) - 0.5).collect();
+            let a = data(channels * s, seed)
+                .iter()
+                .map(|x| -(x * x) - 0.5)
+                .collect();
             let mut a: Vec<f32> = a;
             if a.len() > 3 {
                 a[3] = f32::NEG_INFINITY;
             }
-            let dt = data(channels, seed + 1).iter().map(|x| x.abs() * 3.0).collect();
+            let dt = data(channels, seed + 1)
+                .iter()
+                .map(|x| x.abs() * 3.0)
+                .collect();
             ScanCase {
                 u: scan_values(channels, seed + 2, 2.0),
                 dt,

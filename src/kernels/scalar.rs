@@ -224,3 +224,30 @@ pub fn scan_backward(tr: &ScanTrace, g_y_pre: &[f32], g: ScanGrads, mut carry: O
         g.dt[c] = g_dt + g_u_dt * u;
     }
 }
+
+/// Twin of [`super::Kernels::linear_backward_steps`] (`g_x` not zeroed): for each row of `W`
+/// in ascending order and each step in descending order, skipping zero coefficients,
+/// `g_w[r] += g_t[r]·x_t` and `g_x[t] += g_t[r]·W[r]`, element by element.
+pub fn linear_backward_steps(
+    w: &[f32],
+    x: &[&[f32]],
+    g: super::steps::Rows,
+    (g_x, gx_stride): (&mut [f32], usize),
+    mut g_w: Option<&mut [f32]>,
+    (rows, cols): (usize, usize),
+) {
+    for r in 0..rows {
+        for t in (0..x.len()).rev() {
+            let a = g.data[t * g.stride + r];
+            if a == 0.0 {
+                continue;
+            }
+            for c in 0..cols {
+                if let Some(gw) = g_w.as_deref_mut() {
+                    gw[r * cols + c] += a * x[t][c];
+                }
+                g_x[t * gx_stride + c] += a * w[r * cols + c];
+            }
+        }
+    }
+}

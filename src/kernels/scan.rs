@@ -12,9 +12,9 @@
 //! one by one in index order, as [`super::dot_in_order`] does. The scalar twins
 //! ([`super::scalar::scan_forward`], [`super::scalar::scan_backward`]) spell this out.
 
-use super::{LANES, dot_in_order};
 use super::math::exp;
 use super::simd::{Lanes8, dot, exp8};
+use super::{LANES, dot_in_order};
 
 /// What the scan of one byte reads besides the state: per channel `u`, `Δ`, `D` and the rows
 /// of `A = −exp(A_log)`; shared `B` and `C` of length `S`.
@@ -54,7 +54,12 @@ pub struct ScanGrads<'a> {
 
 /// See [`super::scan_forward`].
 #[inline(always)]
-pub(super) fn forward<V: Lanes8>(x: &ScanInput, ssm: &mut [f32], da: &mut [f32], y_pre: &mut [f32]) {
+pub(super) fn forward<V: Lanes8>(
+    x: &ScanInput,
+    ssm: &mut [f32],
+    da: &mut [f32],
+    y_pre: &mut [f32],
+) {
     let s = x.b.len();
     let (b, c) = (&x.b[..s], &x.c[..s]);
     let (b8, b_tail) = b.as_chunks::<LANES>();
