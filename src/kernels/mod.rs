@@ -26,7 +26,7 @@
 //! | operation | order |
 //! |---|---|
 //! | [`dot`] | four [`LANES`]-lane accumulators over blocks of 32 (`acc_q += a·b`), combined lane-wise `(acc0 + acc1) + (acc2 + acc3)`; each remaining block of 8 added into that; lanes folded `((0+1)+(2+3))+((4+5)+(6+7))` ([`fold_lanes`]); then the last `len % 8` products added one by one in index order |
-//! | [`gemv`] | one [`dot`] per row |
+//! | [`gemv`] | one [`dot`] per row (two rows computed in lockstep, each with its own accumulators) |
 //! | [`dot_in_order`] | products added one by one in index order (short sums whose order predates the lanes) |
 //! | [`gemv_t_acc`], [`gemv_t`] | `out += g[r]·W[r]` for the rows in ascending order, rows with `g[r] == 0` skipped (not added as `0·w`) |
 //! | [`add_outer`] | `dst[r] += left[r]·right` per row, rows with `left[r] == 0` skipped |
@@ -195,6 +195,12 @@ impl Kernels {
     #[inline]
     pub fn silu_into(self, x: &[f32], out: &mut [f32], sig: &mut [f32]) {
         on_path!(self, silu_into(x, out, sig))
+    }
+
+    /// See [`steps::gemv_steps`] (`cols > 0`).
+    #[inline]
+    pub fn gemv_steps(self, w: &[f32], x: &[&[f32]], y: (&mut [f32], usize), dims: (usize, usize)) {
+        on_path!(self, gemv_steps(w, x, y, dims))
     }
 
     /// See [`steps::linear_backward_steps`]; `g_x` is not zeroed here.
@@ -644,6 +650,34 @@ mod tests {
                 (u[i].to_bits(), s[i].to_bits()),
                 (ui.to_bits(), si.to_bits())
             );
+        }
+    }
+
+    /// A segment's products on every path equal [`gemv`]'s twin per step: odd and even step
+    /// counts (steps go two at a time), widths around the blocks of 8 and 32, NaN and infinities.
+    #[test]
+    fn gemv_steps_matches_its_twin() {
+        let shapes = [
+            (1, 1, 1),
+            (3, 7, 2),
+            (5, 8, 3),
+            (4, 33, 16),
+            (7, 72, 5),
+            (2, 130, 4),
+        ];
+        for k in paths() {
+            for (rows, cols, n) in shapes {
+                let w = scan_values(rows * cols, 70, 1.0);
+                let xs: Vec<Vec<f32>> = (0..n)
+                    .map(|t| scan_values(cols, 71 + t as u32, 2.0))
+                    .collect();
+                let x: Vec<&[f32]> = xs.iter().map(|v| v.as_slice()).collect();
+                let stride = rows + 3;
+                let (mut y1, mut y2) = (data(n * stride, 72), data(n * stride, 72));
+                k.gemv_steps(&w, &x, (&mut y1, stride), (rows, cols));
+                scalar::gemv_steps(&w, &x, (&mut y2, stride), (rows, cols));
+                assert_eq!(bits(&y1), bits(&y2), "{k:?} {rows}x{cols} n={n}");
+            }
         }
     }
 

@@ -251,3 +251,15 @@ pub fn linear_backward_steps(
         }
     }
 }
+
+/// Twin of [`super::Kernels::gemv_steps`]: `y_t = W x_t` as [`gemv`] per step.
+pub fn gemv_steps(
+    w: &[f32],
+    x: &[&[f32]],
+    (y, y_stride): (&mut [f32], usize),
+    (rows, cols): (usize, usize),
+) {
+    for (t, xt) in x.iter().enumerate() {
+        gemv(w, xt, &mut y[t * y_stride..], rows, cols);
+    }
+}

@@ -27,6 +27,15 @@ macro_rules! entry_points {
             super::simd::gemv::<$V>(w, x, y, rows, cols)
         }
         $(#[$attr])*
+        pub(super) fn gemv_steps(
+            w: &[f32],
+            x: &[&[f32]],
+            y: (&mut [f32], usize),
+            dims: (usize, usize),
+        ) {
+            super::simd::gemv_steps::<$V>(w, x, y, dims)
+        }
+        $(#[$attr])*
         pub(super) fn gemv_t_acc(w: &[f32], g: &[f32], out: &mut [f32], rows: usize, cols: usize) {
             super::simd::gemv_t_acc::<$V>(w, g, out, rows, cols)
         }
@@ -176,7 +185,55 @@ pub(super) fn dot<V: Lanes8>(a: &[f32], b: &[f32]) -> f32 {
     sum
 }
 
-/// See [`super::gemv`].
+/// `v[..n]` as blocks of 32, the remaining blocks of 8, and the tail: [`dot`]'s split.
+#[inline(always)]
+#[allow(clippy::type_complexity)]
+fn split_for_dot(v: &[f32], n: usize) -> (&[[[f32; LANES]; 4]], &[[f32; LANES]], &[f32]) {
+    let (v8, tail) = v[..n].as_chunks::<LANES>();
+    let (v32, v8) = v8.as_chunks::<4>();
+    (v32, v8, tail)
+}
+
+/// Two [`dot`]s in lockstep, `(dot(a0, b0), dot(a1, b1))`, each with its own accumulators in
+/// exactly [`dot`]'s order: twice the independent additions in flight, the same bits.
+#[inline(always)]
+pub(super) fn dot2<V: Lanes8>(a0: &[f32], b0: &[f32], a1: &[f32], b1: &[f32]) -> (f32, f32) {
+    let n = a0.len().min(b0.len());
+    if a1.len().min(b1.len()) != n {
+        return (dot::<V>(a0, b0), dot::<V>(a1, b1));
+    }
+    let (a0_32, a0_8, a0_t) = split_for_dot(a0, n);
+    let (b0_32, b0_8, b0_t) = split_for_dot(b0, n);
+    let (a1_32, a1_8, a1_t) = split_for_dot(a1, n);
+    let (b1_32, b1_8, b1_t) = split_for_dot(b1, n);
+    let mut acc0 = [V::splat(0.0); 4];
+    let mut acc1 = [V::splat(0.0); 4];
+    for k in 0..a0_32.len() {
+        for q in 0..4 {
+            acc0[q] = acc0[q].add(V::load(&a0_32[k][q]).mul(V::load(&b0_32[k][q])));
+            acc1[q] = acc1[q].add(V::load(&a1_32[k][q]).mul(V::load(&b1_32[k][q])));
+        }
+    }
+    let mut total0 = (acc0[0].add(acc0[1])).add(acc0[2].add(acc0[3]));
+    let mut total1 = (acc1[0].add(acc1[1])).add(acc1[2].add(acc1[3]));
+    for k in 0..a0_8.len() {
+        total0 = total0.add(V::load(&a0_8[k]).mul(V::load(&b0_8[k])));
+        total1 = total1.add(V::load(&a1_8[k]).mul(V::load(&b1_8[k])));
+    }
+    let (mut f0, mut f1) = ([0.0; LANES], [0.0; LANES]);
+    total0.store(&mut f0);
+    total1.store(&mut f1);
+    let (mut sum0, mut sum1) = (fold_lanes(f0), fold_lanes(f1));
+    for (x, y) in a0_t.iter().zip(b0_t) {
+        sum0 += x * y;
+    }
+    for (x, y) in a1_t.iter().zip(b1_t) {
+        sum1 += x * y;
+    }
+    (sum0, sum1)
+}
+
+/// See [`super::gemv`]: one [`dot`] per row, two rows in lockstep.
 #[inline(always)]
 pub(super) fn gemv<V: Lanes8>(w: &[f32], x: &[f32], y: &mut [f32], rows: usize, cols: usize) {
     assert!(w.len() >= rows * cols && x.len() >= cols && y.len() >= rows);
@@ -185,8 +242,36 @@ pub(super) fn gemv<V: Lanes8>(w: &[f32], x: &[f32], y: &mut [f32], rows: usize, 
         return;
     }
     let x = &x[..cols];
-    for (out, row) in y[..rows].iter_mut().zip(w.chunks_exact(cols)) {
-        *out = dot::<V>(row, x);
+    let (y2, y_last) = y[..rows].as_chunks_mut::<2>();
+    for (out, rows2) in y2.iter_mut().zip(w.chunks_exact(2 * cols)) {
+        let (r0, r1) = rows2.split_at(cols);
+        (out[0], out[1]) = dot2::<V>(r0, x, r1, x);
+    }
+    if let Some(out) = y_last.first_mut() {
+        *out = dot::<V>(&w[(rows - 1) * cols..rows * cols], x);
+    }
+}
+
+/// See [`super::steps::gemv_steps`] (for `cols > 0`): row by row of `W`, one [`dot`] per step,
+/// two steps in lockstep.
+#[inline(always)]
+pub(super) fn gemv_steps<V: Lanes8>(
+    w: &[f32],
+    x: &[&[f32]],
+    (y, y_stride): (&mut [f32], usize),
+    (rows, cols): (usize, usize),
+) {
+    let n = x.len();
+    for (r, w_row) in w.chunks_exact(cols).take(rows).enumerate() {
+        let (x2, x_last) = x.as_chunks::<2>();
+        for (p, xs) in x2.iter().enumerate() {
+            let (d0, d1) = dot2::<V>(w_row, &xs[0][..cols], w_row, &xs[1][..cols]);
+            y[2 * p * y_stride + r] = d0;
+            y[(2 * p + 1) * y_stride + r] = d1;
+        }
+        if let Some(xt) = x_last.first() {
+            y[(n - 1) * y_stride + r] = dot::<V>(w_row, &xt[..cols]);
+        }
     }
 }
 

@@ -5,7 +5,7 @@
 //! calling them step after step, because every output element receives the same products in
 //! the same order (docs/determinism.md, "Segments").
 
-use super::{Kernels, dot};
+use super::Kernels;
 
 /// Rows of a step-major buffer: step `t` is `data[t * stride..][..width]`.
 #[derive(Clone, Copy)]
@@ -77,11 +77,7 @@ pub fn gemv_steps(
         }
         return;
     }
-    for (r, w_row) in w.chunks_exact(cols).take(rows).enumerate() {
-        for (t, xt) in x.iter().enumerate() {
-            y[t * y_stride + r] = dot(w_row, &xt[..cols]);
-        }
-    }
+    Kernels::active().gemv_steps(w, x, (y, y_stride), (rows, cols))
 }
 
 #[cfg(test)]
