@@ -26,16 +26,18 @@
 //! | operation | order |
 //! |---|---|
 //! | [`dot`] | four [`LANES`]-lane accumulators over blocks of 32 (`acc_q += a·b`), combined lane-wise `(acc0 + acc1) + (acc2 + acc3)`; each remaining block of 8 added into that; lanes folded `((0+1)+(2+3))+((4+5)+(6+7))` ([`fold_lanes`]); then the last `len % 8` products added one by one in index order |
-//! | [`gemv`] | one [`dot`] per row |
+//! | [`gemv`] | one [`dot`] per row (two rows computed in lockstep, each with its own accumulators) |
 //! | [`dot_in_order`] | products added one by one in index order (short sums whose order predates the lanes) |
 //! | [`gemv_t_acc`], [`gemv_t`] | `out += g[r]·W[r]` for the rows in ascending order, rows with `g[r] == 0` skipped (not added as `0·w`) |
 //! | [`add_outer`] | `dst[r] += left[r]·right` per row, rows with `left[r] == 0` skipped |
 //! | [`linear_backward_acc`], [`linear_backward`] | exactly [`add_outer`] into `g_w` plus [`gemv_t_acc`] into `g_x` (rows with `g[r] == 0` skipped) |
 //! | [`axpy`] | `y[i] += a·x[i]`: one product and one add per element |
+//! | [`scan_forward`] | per channel, `y_pre` = [`dot`] of the new state row with `C`, plus `D·u` |
+//! | [`scan_backward`] | per channel, `dL/d(u·Δ)` and `dL/dΔ` as [`dot_in_order`] over the state index; `g_b`, `g_c` (and `g_d`, `g_a_log`) receive the channels' terms in ascending channel order |
 //! | [`steps::linear_backward_steps`], [`steps::gemv_steps`] | a segment's steps at once, each output element receiving exactly the products and order of the per-step kernels called step after step ([`steps`]) |
 //!
-//! The models' own sums outside this module (norms, the scan's and WKV's state updates) are
-//! written as in-order loops or call the functions above.
+//! The models' own sums outside this module (norms, WKV's state updates) are written as
+//! in-order loops or call the functions above.
 
 #[macro_use]
 mod simd;
@@ -45,9 +47,11 @@ pub mod dispatch;
 pub mod math;
 mod portable;
 pub mod scalar;
+mod scan;
 pub mod steps;
 
 pub use dispatch::{SIMD_ENV_VAR, SimdChoiceError, SimdPath};
+pub use scan::{ScanGrads, ScanInput, ScanTrace};
 
 /// The logical lanes of every SIMD path: the width that fixes the summation order of [`dot`].
 /// A wider machine keeps these eight logical lanes (more of them per instruction, or more rows
@@ -193,6 +197,42 @@ impl Kernels {
         on_path!(self, silu_into(x, out, sig))
     }
 
+    /// See [`steps::gemv_steps`] (`cols > 0`).
+    #[inline]
+    pub fn gemv_steps(self, w: &[f32], x: &[&[f32]], y: (&mut [f32], usize), dims: (usize, usize)) {
+        on_path!(self, gemv_steps(w, x, y, dims))
+    }
+
+    /// See [`steps::linear_backward_steps`]; `g_x` is not zeroed here.
+    #[inline]
+    pub fn linear_backward_steps(
+        self,
+        w: &[f32],
+        x: &[&[f32]],
+        g: steps::Rows,
+        g_x: (&mut [f32], usize),
+        g_w: Option<&mut [f32]>,
+        dims: (usize, usize),
+    ) {
+        on_path!(self, linear_backward_steps(w, x, g, g_x, g_w, dims))
+    }
+
+    #[inline]
+    pub fn scan_forward(self, x: &ScanInput, ssm: &mut [f32], da: &mut [f32], y_pre: &mut [f32]) {
+        on_path!(self, scan_forward(x, ssm, da, y_pre))
+    }
+
+    #[inline]
+    pub fn scan_backward(
+        self,
+        tr: &ScanTrace,
+        g_y_pre: &[f32],
+        g: ScanGrads,
+        carry: Option<&mut [f32]>,
+    ) {
+        on_path!(self, scan_backward(tr, g_y_pre, g, carry))
+    }
+
     #[inline]
     pub fn sgd_update(self, p: &mut [f32], g: &mut [f32], lr: f32, tiny_grad: f32) {
         on_path!(self, sgd_update(p, g, lr, tiny_grad))
@@ -334,6 +374,25 @@ pub fn sigmoid_into(x: &[f32], out: &mut [f32]) {
 #[inline]
 pub fn silu_into(x: &[f32], out: &mut [f32], sig: &mut [f32]) {
     Kernels::active().silu_into(x, out, sig)
+}
+
+/// One byte of a Mamba-1 layer's selective scan: advances the `[I, S]` state `ssm` in place,
+/// writing `dA = exp(Δ·A)` (`[I, S]`) and `y_pre` (`[I]`). Per channel, `dA_j` is
+/// [`math::exp`] of the rounded product `Δ·A_j`, `s'_j = s_j·dA_j + (u·Δ)·B_j`, and `y_pre` is
+/// [`dot`]`(s', C) + D·u`; lanes run over the state index (`scan` module).
+#[inline]
+pub fn scan_forward(x: &ScanInput, ssm: &mut [f32], da: &mut [f32], y_pre: &mut [f32]) {
+    Kernels::active().scan_forward(x, ssm, da, y_pre)
+}
+
+/// Backward of [`scan_forward`] from `g_y_pre = dL/dy_pre`: writes `g.u`, `g.dt` (before
+/// softplus'), adds `g.b`, `g.c` (channels in ascending order) and, when given, `g.d`,
+/// `g.a_log`. With `carry` (the gradient of the state after the step) adds it in and leaves
+/// there the gradient of the state before it. The two sums over the state index are added one
+/// term at a time in index order ([`dot_in_order`]); twin: [`scalar::scan_backward`].
+#[inline]
+pub fn scan_backward(tr: &ScanTrace, g_y_pre: &[f32], g: ScanGrads, carry: Option<&mut [f32]>) {
+    Kernels::active().scan_backward(tr, g_y_pre, g, carry)
 }
 
 /// SGD's update: `p += lr · g`, with `g` read as zero where `|g| < tiny_grad` (compare-and-
@@ -591,6 +650,269 @@ mod tests {
                 (u[i].to_bits(), s[i].to_bits()),
                 (ui.to_bits(), si.to_bits())
             );
+        }
+    }
+
+    /// A segment's products on every path equal [`gemv`]'s twin per step: odd and even step
+    /// counts (steps go two at a time), widths around the blocks of 8 and 32, NaN and infinities.
+    #[test]
+    fn gemv_steps_matches_its_twin() {
+        let shapes = [
+            (1, 1, 1),
+            (3, 7, 2),
+            (5, 8, 3),
+            (4, 33, 16),
+            (7, 72, 5),
+            (2, 130, 4),
+        ];
+        for k in paths() {
+            for (rows, cols, n) in shapes {
+                let w = scan_values(rows * cols, 70, 1.0);
+                let xs: Vec<Vec<f32>> = (0..n)
+                    .map(|t| scan_values(cols, 71 + t as u32, 2.0))
+                    .collect();
+                let x: Vec<&[f32]> = xs.iter().map(|v| v.as_slice()).collect();
+                let stride = rows + 3;
+                let (mut y1, mut y2) = (data(n * stride, 72), data(n * stride, 72));
+                k.gemv_steps(&w, &x, (&mut y1, stride), (rows, cols));
+                scalar::gemv_steps(&w, &x, (&mut y2, stride), (rows, cols));
+                assert_eq!(bits(&y1), bits(&y2), "{k:?} {rows}x{cols} n={n}");
+            }
+        }
+    }
+
+    /// A segment's linear backward on every path equals its twin: rows not a multiple of four,
+    /// widths around the register blocks (8 and 64 columns), zero coefficients that break the
+    /// four-row passes, −0, infinities and NaN.
+    #[test]
+    fn linear_backward_steps_matches_its_twin() {
+        let shapes = [
+            (1, 1, 1),
+            (5, 7, 3),
+            (4, 8, 16),
+            (9, 17, 5),
+            (6, 64, 4),
+            (7, 70, 16),
+        ];
+        let shapes = shapes
+            .into_iter()
+            .chain([(13, 130, 9), (3, 200, 2), (4, 9, 0)]);
+        for k in paths() {
+            for (rows, cols, n) in shapes.clone() {
+                let mut w = data(rows * cols, 60);
+                w[0] = f32::INFINITY;
+                let xs: Vec<Vec<f32>> = (0..n)
+                    .map(|t| scan_values(cols, 61 + t as u32, 2.0))
+                    .collect();
+                let x: Vec<&[f32]> = xs.iter().map(|v| v.as_slice()).collect();
+                let g_stride = rows + 2;
+                let mut g = data(n * g_stride, 62);
+                for (i, gi) in g.iter_mut().enumerate().step_by(5) {
+                    *gi = if i % 2 == 0 { 0.0 } else { -0.0 };
+                }
+                let g_rows = steps::Rows {
+                    data: &g,
+                    stride: g_stride,
+                };
+                let gx_stride = cols + 1;
+                let mut gx0 = data(n * gx_stride, 63);
+                if let Some(v) = gx0.first_mut() {
+                    *v = -0.0;
+                }
+                let gw0 = scan_values(rows * cols, 64, 1.0);
+                for with_gw in [true, false] {
+                    let (mut gx1, mut gw1) = (gx0.clone(), gw0.clone());
+                    let gw = with_gw.then_some(&mut gw1[..]);
+                    k.linear_backward_steps(
+                        &w,
+                        &x,
+                        g_rows,
+                        (&mut gx1, gx_stride),
+                        gw,
+                        (rows, cols),
+                    );
+                    let (mut gx2, mut gw2) = (gx0.clone(), gw0.clone());
+                    let gw = with_gw.then_some(&mut gw2[..]);
+                    let dims = (rows, cols);
+                    scalar::linear_backward_steps(&w, &x, g_rows, (&mut gx2, gx_stride), gw, dims);
+                    let shape = format!("{k:?} {rows}x{cols} n={n} g_w={with_gw}");
+                    assert_eq!(bits(&gx1), bits(&gx2), "g_x {shape}");
+                    assert_eq!(bits(&gw1), bits(&gw2), "g_w {shape}");
+                }
+            }
+        }
+    }
+
+    /// Scan inputs for `channels × s`: ordinary values, and edges (±0, ±inf, NaN, huge steps
+    /// that clamp the exponential) spread over lanes and tails.
+    fn scan_values(n: usize, seed: u32, scale: f32) -> Vec<f32> {
+        let edges = [
+            -0.0,
+            0.0,
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            1e30,
+            -1e-40,
+        ];
+        let mut v: Vec<f32> = data(n, seed).iter().map(|x| x * scale).collect();
+        for (i, x) in v.iter_mut().enumerate().skip(5).step_by(11) {
+            *x = edges[(i / 11) % edges.len()];
+        }
+        v
+    }
+
+    /// The shapes the scan tests run: state sizes around and between multiples of eight.
+    const SCAN_SHAPES: [(usize, usize); 9] = [
+        (1, 1),
+        (3, 7),
+        (5, 8),
+        (4, 9),
+        (6, 16),
+        (3, 17),
+        (2, 33),
+        (1, 15),
+        (0, 16),
+    ];
+
+    /// The scan's input for one shape: `A` negative like `−exp(A_log)`, steps positive.
+    struct ScanCase {
+        u: Vec<f32>,
+        dt: Vec<f32>,
+        b: Vec<f32>,
+        c: Vec<f32>,
+        d: Vec<f32>,
+        a: Vec<f32>,
+    }
+
+    impl ScanCase {
+        fn new(channels: usize, s: usize, seed: u32) -> Self {
+            let a = data(channels * s, seed)
+                .iter()
+                .map(|x| -(x * x) - 0.5)
+                .collect();
+            let mut a: Vec<f32> = a;
+            if a.len() > 3 {
+                a[3] = f32::NEG_INFINITY;
+            }
+            let dt = data(channels, seed + 1)
+                .iter()
+                .map(|x| x.abs() * 3.0)
+                .collect();
+            ScanCase {
+                u: scan_values(channels, seed + 2, 2.0),
+                dt,
+                b: scan_values(s, seed + 3, 1.0),
+                c: scan_values(s, seed + 4, 1.0),
+                d: data(channels, seed + 5),
+                a,
+            }
+        }
+        fn input(&self) -> ScanInput<'_> {
+            ScanInput {
+                u: &self.u,
+                dt: &self.dt,
+                b: &self.b,
+                c: &self.c,
+                d: &self.d,
+                a: &self.a,
+            }
+        }
+    }
+
+    #[test]
+    fn scan_forward_matches_its_twin() {
+        for k in paths() {
+            for (channels, s) in SCAN_SHAPES {
+                let case = ScanCase::new(channels, s, 30);
+                let ssm0 = scan_values(channels * s, 31, 5.0);
+                let (mut ssm1, mut da1, mut y1) =
+                    (ssm0.clone(), vec![0.0; channels * s], vec![0.0; channels]);
+                k.scan_forward(&case.input(), &mut ssm1, &mut da1, &mut y1);
+                let (mut ssm2, mut da2, mut y2) =
+                    (ssm0.clone(), vec![0.0; channels * s], vec![0.0; channels]);
+                scalar::scan_forward(&case.input(), &mut ssm2, &mut da2, &mut y2);
+                assert_eq!(bits(&ssm1), bits(&ssm2), "{k:?} state {channels}x{s}");
+                assert_eq!(bits(&da1), bits(&da2), "{k:?} dA {channels}x{s}");
+                assert_eq!(bits(&y1), bits(&y2), "{k:?} y_pre {channels}x{s}");
+            }
+        }
+    }
+
+    /// The twin computes what the per-step kernels computed before the scan had its own:
+    /// [`exp_scaled_into`] per row, the update, [`dot`] with `C`.
+    #[test]
+    fn scan_forward_twin_is_the_per_row_kernels() {
+        let (channels, s) = (5, 17);
+        let case = ScanCase::new(channels, s, 40);
+        let ssm0 = scan_values(channels * s, 41, 5.0);
+        let (mut ssm, mut da, mut y) = (ssm0.clone(), vec![0.0; channels * s], vec![0.0; 5]);
+        scalar::scan_forward(&case.input(), &mut ssm, &mut da, &mut y);
+        for c in 0..channels {
+            let row = c * s..(c + 1) * s;
+            let mut want_da = vec![0.0; s];
+            scalar::exp_scaled_into(case.dt[c], &case.a[row.clone()], &mut want_da);
+            let u_dt = case.u[c] * case.dt[c];
+            let want_s: Vec<f32> = (0..s)
+                .map(|j| ssm0[c * s + j] * want_da[j] + u_dt * case.b[j])
+                .collect();
+            let want_y = scalar::dot(&want_s, &case.c) + case.d[c] * case.u[c];
+            assert_eq!(bits(&da[row.clone()]), bits(&want_da), "dA row {c}");
+            assert_eq!(bits(&ssm[row]), bits(&want_s), "state row {c}");
+            assert_eq!(bits(&[y[c]]), bits(&[want_y]), "y_pre {c}");
+        }
+    }
+
+    #[test]
+    fn scan_backward_matches_its_twin() {
+        for k in paths() {
+            for (channels, s) in SCAN_SHAPES {
+                for (with_carry, with_params) in [(true, true), (true, false), (false, true)] {
+                    let case = ScanCase::new(channels, s, 50);
+                    let da = scan_values(channels * s, 51, 1.0);
+                    let ssm_prev = scan_values(channels * s, 52, 3.0);
+                    let ssm_new = scan_values(channels * s, 53, 3.0);
+                    let g_y = scan_values(channels, 54, 1.0);
+                    let trace = ScanTrace {
+                        input: case.input(),
+                        da: &da,
+                        ssm_prev: &ssm_prev,
+                        ssm_new: &ssm_new,
+                    };
+                    let run = |twin: bool| {
+                        let (mut gu, mut gdt) = (vec![0.0; channels], vec![0.0; channels]);
+                        let (mut gb, mut gc) = (scan_values(s, 55, 1.0), scan_values(s, 56, 1.0));
+                        let mut gd = scan_values(channels, 57, 1.0);
+                        let mut ga = scan_values(channels * s, 58, 1.0);
+                        let mut carry = scan_values(channels * s, 59, 1.0);
+                        let (mut s1, mut s2) = (vec![0.0; s], vec![0.0; s]);
+                        let grads = ScanGrads {
+                            u: &mut gu,
+                            dt: &mut gdt,
+                            b: &mut gb,
+                            c: &mut gc,
+                            d: with_params.then_some(&mut gd[..]),
+                            a_log: with_params.then_some(&mut ga[..]),
+                            s_scratch: &mut s1,
+                            dt_a_scratch: &mut s2,
+                        };
+                        let cc = with_carry.then_some(&mut carry[..]);
+                        if twin {
+                            scalar::scan_backward(&trace, &g_y, grads, cc);
+                        } else {
+                            k.scan_backward(&trace, &g_y, grads, cc);
+                        }
+                        [gu, gdt, gb, gc, gd, ga, carry].map(|v| bits(&v))
+                    };
+                    let names = ["u", "dt", "b", "c", "d", "a_log", "carry"];
+                    for ((got, want), name) in run(false).iter().zip(run(true)).zip(names) {
+                        assert_eq!(
+                            got, &want,
+                            "{k:?} g_{name} {channels}x{s} carry={with_carry} params={with_params}"
+                        );
+                    }
+                }
+            }
         }
     }
 

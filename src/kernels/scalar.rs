@@ -4,7 +4,7 @@
 //! lanes, so a test can compare every SIMD path with it on lengths that are not multiples of the
 //! lane width.
 
-use super::{AdamCoefs, LANES, fold_lanes, math};
+use super::{AdamCoefs, LANES, ScanGrads, ScanInput, ScanTrace, fold_lanes, math};
 
 /// Twin of [`super::dot`].
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
@@ -149,5 +149,117 @@ pub fn adam_update(c: &AdamCoefs, p: &mut [f32], g: &mut [f32], m: &mut [f32], v
         v[i] = vv;
         p[i] += c.lr * ((mm * c.inv_bc1) / ((vv * c.inv_bc2).sqrt() + c.eps));
         g[i] = 0.0;
+    }
+}
+
+/// Twin of [`super::scan_forward`].
+pub fn scan_forward(x: &ScanInput, ssm: &mut [f32], da: &mut [f32], y_pre: &mut [f32]) {
+    let s = x.b.len();
+    for c in 0..y_pre.len() {
+        let (u, dt) = (x.u[c], x.dt[c]);
+        let u_dt = u * dt;
+        for j in 0..s {
+            let i = c * s + j;
+            da[i] = math::exp(dt * x.a[i]);
+            ssm[i] = ssm[i] * da[i] + u_dt * x.b[j];
+        }
+        y_pre[c] = dot(&ssm[c * s..(c + 1) * s], &x.c[..s]) + x.d[c] * u;
+    }
+}
+
+/// `sum += a[j]·b[j]` in index order (the order of [`super::dot_in_order`]).
+fn sum_in_order(a: &[f32], b: &[f32]) -> f32 {
+    let mut sum = 0.0f32;
+    for j in 0..a.len().min(b.len()) {
+        sum += a[j] * b[j];
+    }
+    sum
+}
+
+/// Twin of [`super::scan_backward`]: channel by channel, each step of the chain rule over the
+/// whole state row before the next.
+pub fn scan_backward(tr: &ScanTrace, g_y_pre: &[f32], g: ScanGrads, mut carry: Option<&mut [f32]>) {
+    let x = &tr.input;
+    let s = x.b.len();
+    if let Some(g_d) = g.d {
+        for c in 0..g_y_pre.len() {
+            g_d[c] += g_y_pre[c] * x.u[c];
+        }
+    }
+    let (g_s, g_dt_a) = (&mut g.s_scratch[..s], &mut g.dt_a_scratch[..s]);
+    let mut g_a_log = g.a_log;
+    for c in 0..g_y_pre.len() {
+        let row = c * s..(c + 1) * s;
+        let (g_y, u, dt) = (g_y_pre[c], x.u[c], x.dt[c]);
+        let u_dt = u * dt;
+        // dL/ds' = g_y · C (+ what later bytes pass back)
+        for j in 0..s {
+            g_s[j] = g_y * x.c[j];
+        }
+        if let Some(cc) = carry.as_deref() {
+            add_assign(g_s, &cc[row.clone()]);
+        }
+        // y_pre = Σ_j C_j s'_j
+        axpy(g.c, g_y, &tr.ssm_new[row.clone()]);
+        // s'_j = s_j · dA_j + (u·Δ) · B_j
+        let g_u_dt = sum_in_order(g_s, x.b);
+        axpy(g.b, u_dt, g_s);
+        // dA_j = exp(Δ · A_j):  dL/d(Δ·A_j) = g_s_j · s_j · dA_j
+        for j in 0..s {
+            g_dt_a[j] = g_s[j] * tr.ssm_prev[c * s + j] * tr.da[c * s + j];
+        }
+        let g_dt = sum_in_order(g_dt_a, &x.a[row.clone()]);
+        if let Some(g_a_log) = g_a_log.as_deref_mut() {
+            // A = −exp(A_log):  dL/dA_log = (g_dt_a · Δ) · A
+            for j in 0..s {
+                g_a_log[c * s + j] += g_dt_a[j] * dt * x.a[c * s + j];
+            }
+        }
+        if let Some(cc) = carry.as_deref_mut() {
+            for j in 0..s {
+                cc[c * s + j] = g_s[j] * tr.da[c * s + j];
+            }
+        }
+        g.u[c] = g_y * x.d[c] + g_u_dt * dt;
+        g.dt[c] = g_dt + g_u_dt * u;
+    }
+}
+
+/// Twin of [`super::Kernels::linear_backward_steps`] (`g_x` not zeroed): for each row of `W`
+/// in ascending order and each step in descending order, skipping zero coefficients,
+/// `g_w[r] += g_t[r]·x_t` and `g_x[t] += g_t[r]·W[r]`, element by element.
+pub fn linear_backward_steps(
+    w: &[f32],
+    x: &[&[f32]],
+    g: super::steps::Rows,
+    (g_x, gx_stride): (&mut [f32], usize),
+    mut g_w: Option<&mut [f32]>,
+    (rows, cols): (usize, usize),
+) {
+    for r in 0..rows {
+        for t in (0..x.len()).rev() {
+            let a = g.data[t * g.stride + r];
+            if a == 0.0 {
+                continue;
+            }
+            for c in 0..cols {
+                if let Some(gw) = g_w.as_deref_mut() {
+                    gw[r * cols + c] += a * x[t][c];
+                }
+                g_x[t * gx_stride + c] += a * w[r * cols + c];
+            }
+        }
+    }
+}
+
+/// Twin of [`super::Kernels::gemv_steps`]: `y_t = W x_t` as [`gemv`] per step.
+pub fn gemv_steps(
+    w: &[f32],
+    x: &[&[f32]],
+    (y, y_stride): (&mut [f32], usize),
+    (rows, cols): (usize, usize),
+) {
+    for (t, xt) in x.iter().enumerate() {
+        gemv(w, xt, &mut y[t * y_stride..], rows, cols);
     }
 }

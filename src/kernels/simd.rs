@@ -27,6 +27,15 @@ macro_rules! entry_points {
             super::simd::gemv::<$V>(w, x, y, rows, cols)
         }
         $(#[$attr])*
+        pub(super) fn gemv_steps(
+            w: &[f32],
+            x: &[&[f32]],
+            y: (&mut [f32], usize),
+            dims: (usize, usize),
+        ) {
+            super::simd::gemv_steps::<$V>(w, x, y, dims)
+        }
+        $(#[$attr])*
         pub(super) fn gemv_t_acc(w: &[f32], g: &[f32], out: &mut [f32], rows: usize, cols: usize) {
             super::simd::gemv_t_acc::<$V>(w, g, out, rows, cols)
         }
@@ -69,6 +78,35 @@ macro_rules! entry_points {
         $(#[$attr])*
         pub(super) fn silu_into(x: &[f32], out: &mut [f32], sig: &mut [f32]) {
             super::simd::silu_into::<$V>(x, out, sig)
+        }
+        $(#[$attr])*
+        pub(super) fn linear_backward_steps(
+            w: &[f32],
+            x: &[&[f32]],
+            g: super::steps::Rows,
+            (g_x, gx_stride): (&mut [f32], usize),
+            g_w: Option<&mut [f32]>,
+            (rows, cols): (usize, usize),
+        ) {
+            super::simd::linear_backward_steps::<$V>(w, x, g, (g_x, gx_stride), g_w, (rows, cols))
+        }
+        $(#[$attr])*
+        pub(super) fn scan_forward(
+            x: &super::ScanInput,
+            ssm: &mut [f32],
+            da: &mut [f32],
+            y_pre: &mut [f32],
+        ) {
+            super::scan::forward::<$V>(x, ssm, da, y_pre)
+        }
+        $(#[$attr])*
+        pub(super) fn scan_backward(
+            tr: &super::ScanTrace,
+            g_y_pre: &[f32],
+            g: super::ScanGrads,
+            carry: Option<&mut [f32]>,
+        ) {
+            super::scan::backward::<$V>(tr, g_y_pre, g, carry)
         }
         $(#[$attr])*
         pub(super) fn sgd_update(p: &mut [f32], g: &mut [f32], lr: f32, tiny_grad: f32) {
@@ -147,7 +185,55 @@ pub(super) fn dot<V: Lanes8>(a: &[f32], b: &[f32]) -> f32 {
     sum
 }
 
-/// See [`super::gemv`].
+/// `v[..n]` as blocks of 32, the remaining blocks of 8, and the tail: [`dot`]'s split.
+#[inline(always)]
+#[allow(clippy::type_complexity)]
+fn split_for_dot(v: &[f32], n: usize) -> (&[[[f32; LANES]; 4]], &[[f32; LANES]], &[f32]) {
+    let (v8, tail) = v[..n].as_chunks::<LANES>();
+    let (v32, v8) = v8.as_chunks::<4>();
+    (v32, v8, tail)
+}
+
+/// Two [`dot`]s in lockstep, `(dot(a0, b0), dot(a1, b1))`, each with its own accumulators in
+/// exactly [`dot`]'s order: twice the independent additions in flight, the same bits.
+#[inline(always)]
+pub(super) fn dot2<V: Lanes8>(a0: &[f32], b0: &[f32], a1: &[f32], b1: &[f32]) -> (f32, f32) {
+    let n = a0.len().min(b0.len());
+    if a1.len().min(b1.len()) != n {
+        return (dot::<V>(a0, b0), dot::<V>(a1, b1));
+    }
+    let (a0_32, a0_8, a0_t) = split_for_dot(a0, n);
+    let (b0_32, b0_8, b0_t) = split_for_dot(b0, n);
+    let (a1_32, a1_8, a1_t) = split_for_dot(a1, n);
+    let (b1_32, b1_8, b1_t) = split_for_dot(b1, n);
+    let mut acc0 = [V::splat(0.0); 4];
+    let mut acc1 = [V::splat(0.0); 4];
+    for k in 0..a0_32.len() {
+        for q in 0..4 {
+            acc0[q] = acc0[q].add(V::load(&a0_32[k][q]).mul(V::load(&b0_32[k][q])));
+            acc1[q] = acc1[q].add(V::load(&a1_32[k][q]).mul(V::load(&b1_32[k][q])));
+        }
+    }
+    let mut total0 = (acc0[0].add(acc0[1])).add(acc0[2].add(acc0[3]));
+    let mut total1 = (acc1[0].add(acc1[1])).add(acc1[2].add(acc1[3]));
+    for k in 0..a0_8.len() {
+        total0 = total0.add(V::load(&a0_8[k]).mul(V::load(&b0_8[k])));
+        total1 = total1.add(V::load(&a1_8[k]).mul(V::load(&b1_8[k])));
+    }
+    let (mut f0, mut f1) = ([0.0; LANES], [0.0; LANES]);
+    total0.store(&mut f0);
+    total1.store(&mut f1);
+    let (mut sum0, mut sum1) = (fold_lanes(f0), fold_lanes(f1));
+    for (x, y) in a0_t.iter().zip(b0_t) {
+        sum0 += x * y;
+    }
+    for (x, y) in a1_t.iter().zip(b1_t) {
+        sum1 += x * y;
+    }
+    (sum0, sum1)
+}
+
+/// See [`super::gemv`]: one [`dot`] per row, two rows in lockstep.
 #[inline(always)]
 pub(super) fn gemv<V: Lanes8>(w: &[f32], x: &[f32], y: &mut [f32], rows: usize, cols: usize) {
     assert!(w.len() >= rows * cols && x.len() >= cols && y.len() >= rows);
@@ -156,8 +242,36 @@ pub(super) fn gemv<V: Lanes8>(w: &[f32], x: &[f32], y: &mut [f32], rows: usize, 
         return;
     }
     let x = &x[..cols];
-    for (out, row) in y[..rows].iter_mut().zip(w.chunks_exact(cols)) {
-        *out = dot::<V>(row, x);
+    let (y2, y_last) = y[..rows].as_chunks_mut::<2>();
+    for (out, rows2) in y2.iter_mut().zip(w.chunks_exact(2 * cols)) {
+        let (r0, r1) = rows2.split_at(cols);
+        (out[0], out[1]) = dot2::<V>(r0, x, r1, x);
+    }
+    if let Some(out) = y_last.first_mut() {
+        *out = dot::<V>(&w[(rows - 1) * cols..rows * cols], x);
+    }
+}
+
+/// See [`super::steps::gemv_steps`] (for `cols > 0`): row by row of `W`, one [`dot`] per step,
+/// two steps in lockstep.
+#[inline(always)]
+pub(super) fn gemv_steps<V: Lanes8>(
+    w: &[f32],
+    x: &[&[f32]],
+    (y, y_stride): (&mut [f32], usize),
+    (rows, cols): (usize, usize),
+) {
+    let n = x.len();
+    for (r, w_row) in w.chunks_exact(cols).take(rows).enumerate() {
+        let (x2, x_last) = x.as_chunks::<2>();
+        for (p, xs) in x2.iter().enumerate() {
+            let (d0, d1) = dot2::<V>(w_row, &xs[0][..cols], w_row, &xs[1][..cols]);
+            y[2 * p * y_stride + r] = d0;
+            y[(2 * p + 1) * y_stride + r] = d1;
+        }
+        if let Some(xt) = x_last.first() {
+            y[(n - 1) * y_stride + r] = dot::<V>(w_row, &xt[..cols]);
+        }
     }
 }
 
@@ -231,6 +345,102 @@ pub(super) fn linear_backward_acc<V: Lanes8>(
     for (gr, row, g_row) in &mut batch[..pending] {
         axpy::<V>(g_row, *gr, x);
         axpy::<V>(g_x, *gr, row);
+    }
+}
+
+/// Blocks of eight columns of a weight gradient's row that [`linear_backward_steps`] keeps in
+/// registers over the steps: eight independent chains of additions keep the adder busy.
+const GW_BLOCKS: usize = 8;
+
+/// See [`super::steps::linear_backward_steps`] (after its zeroing of `g_x`): row by row of
+/// `W`, the weight gradient's row receives its steps' products in descending step order, 64
+/// columns at a time held in registers over the steps; then each step's input gradient gets the
+/// rows' products in ascending row order, as one [`axpy`] per row (four rows in one pass where
+/// none is skipped). Steps whose `g_t[r]` is zero are skipped.
+#[inline(always)]
+pub(super) fn linear_backward_steps<V: Lanes8>(
+    w: &[f32],
+    x: &[&[f32]],
+    g: super::steps::Rows,
+    (g_x, gx_stride): (&mut [f32], usize),
+    mut g_w: Option<&mut [f32]>,
+    (rows, cols): (usize, usize),
+) {
+    let n = x.len();
+    if cols == 0 {
+        return;
+    }
+    let x: Vec<&[f32]> = x.iter().map(|xt| &xt[..cols]).collect();
+    for r in 0..rows {
+        let gr = |t: usize| g.data[t * g.stride + r];
+        if let Some(gw) = g_w.as_deref_mut() {
+            let gw_row = &mut gw[r * cols..(r + 1) * cols];
+            let (gw8, gw_tail) = gw_row.as_chunks_mut::<LANES>();
+            let full = gw8.len() * LANES;
+            let (groups, rest) = gw8.as_chunks_mut::<GW_BLOCKS>();
+            for (b, group) in groups.iter_mut().enumerate() {
+                let xs = |t: usize| &x[t][b * GW_BLOCKS * LANES..(b + 1) * GW_BLOCKS * LANES];
+                let mut acc: [V; GW_BLOCKS] = std::array::from_fn(|q| V::load(&group[q]));
+                for t in (0..n).rev() {
+                    let a = gr(t);
+                    if a == 0.0 {
+                        continue;
+                    }
+                    let av = V::splat(a);
+                    let (x8, _) = xs(t).as_chunks::<LANES>();
+                    for q in 0..GW_BLOCKS {
+                        acc[q] = acc[q].add(av.mul(V::load(&x8[q])));
+                    }
+                }
+                for q in 0..GW_BLOCKS {
+                    acc[q].store(&mut group[q]);
+                }
+            }
+            let done = groups.len() * GW_BLOCKS;
+            for (q, blk) in rest.iter_mut().enumerate() {
+                let at = (done + q) * LANES;
+                let mut acc = V::load(blk);
+                for t in (0..n).rev() {
+                    let a = gr(t);
+                    if a != 0.0 {
+                        let xv = V::load(x[t][at..at + LANES].try_into().unwrap());
+                        acc = acc.add(V::splat(a).mul(xv));
+                    }
+                }
+                acc.store(blk);
+            }
+            for (j, gwj) in gw_tail.iter_mut().enumerate() {
+                let mut v = *gwj;
+                for t in (0..n).rev() {
+                    let a = gr(t);
+                    if a != 0.0 {
+                        v += a * x[t][full + j];
+                    }
+                }
+                *gwj = v;
+            }
+        }
+    }
+    // g_x[t] += g_t[r]·W[r] for the rows in ascending order: four rows per pass over g_x[t]
+    // where all four coefficients are non-zero, otherwise one row at a time.
+    let w_rows: Vec<&[f32]> = w.chunks_exact(cols).take(rows).collect();
+    for (q, quad) in w_rows.chunks(4).enumerate() {
+        for t in (0..n).rev() {
+            let g_xt = &mut g_x[t * gx_stride..t * gx_stride + cols];
+            let g_t = &g.data[t * g.stride + 4 * q..];
+            if let [w0, w1, w2, w3] = quad
+                && g_t[..4].iter().all(|&a| a != 0.0)
+            {
+                let terms = [(g_t[0], *w0), (g_t[1], *w1), (g_t[2], *w2), (g_t[3], *w3)];
+                axpy4::<V>(g_xt, &terms);
+                continue;
+            }
+            for (&a, w_row) in g_t.iter().zip(quad) {
+                if a != 0.0 {
+                    axpy::<V>(g_xt, a, w_row);
+                }
+            }
+        }
     }
 }
 

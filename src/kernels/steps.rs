@@ -5,7 +5,7 @@
 //! calling them step after step, because every output element receives the same products in
 //! the same order (docs/determinism.md, "Segments").
 
-use super::{axpy, dot};
+use super::Kernels;
 
 /// Rows of a step-major buffer: step `t` is `data[t * stride..][..width]`.
 #[derive(Clone, Copy)]
@@ -36,7 +36,7 @@ pub fn linear_backward_steps(
     g: Rows,
     g_x: &mut [f32],
     gx_stride: usize,
-    mut g_w: Option<&mut [f32]>,
+    g_w: Option<&mut [f32]>,
     (rows, cols): (usize, usize),
     accumulate: bool,
 ) {
@@ -48,24 +48,15 @@ pub fn linear_backward_steps(
             g_x[t * gx_stride..t * gx_stride + cols].fill(0.0);
         }
     }
-    if cols == 0 {
+    if cols == 0 || n == 0 {
         return;
     }
-    for (r, w_row) in w.chunks_exact(cols).take(rows).enumerate() {
-        let mut gw_row = g_w
-            .as_deref_mut()
-            .map(|gw| &mut gw[r * cols..(r + 1) * cols]);
-        for t in (0..n).rev() {
-            let gr = g.data[t * g.stride + r];
-            if gr == 0.0 {
-                continue;
-            }
-            if let Some(gw) = gw_row.as_deref_mut() {
-                axpy(gw, gr, &x[t][..cols]);
-            }
-            axpy(&mut g_x[t * gx_stride..t * gx_stride + cols], gr, w_row);
-        }
+    assert!(g.data.len() >= (n - 1) * g.stride + rows);
+    if let Some(gw) = g_w.as_deref() {
+        assert!(gw.len() >= rows * cols);
     }
+    let g_x = (g_x, gx_stride);
+    Kernels::active().linear_backward_steps(w, x, g, g_x, g_w, (rows, cols))
 }
 
 /// `y_t = W x_t` for the steps `t = 0..n`: the bits of [`super::gemv`] per step, each row of `W`
@@ -86,11 +77,7 @@ pub fn gemv_steps(
         }
         return;
     }
-    for (r, w_row) in w.chunks_exact(cols).take(rows).enumerate() {
-        for (t, xt) in x.iter().enumerate() {
-            y[t * y_stride + r] = dot(w_row, &xt[..cols]);
-        }
-    }
+    Kernels::active().gemv_steps(w, x, (y, y_stride), (rows, cols))
 }
 
 #[cfg(test)]
