@@ -25,6 +25,7 @@ use lmzip::codec::{compress_bytes, decompress_bytes};
 use lmzip::format;
 use lmzip::recipe::{ModelKind, OptimizerKind, Recipe};
 
+use common::cli::{assert_fails_with, listing, run, stderr};
 use common::{binary, mode_name, text, tiny};
 
 /// The parts of a stream, as byte ranges.
@@ -291,24 +292,11 @@ fn the_binary_reports_damage_in_one_line_and_leaves_nothing() {
     for (what, damaged) in cases {
         fs::write(d.join("x.lmz"), &damaged).unwrap();
         for command in ["decompress", "test"] {
-            let out = assert_cmd::Command::new(env!("CARGO_BIN_EXE_lmzip"))
-                .current_dir(d)
-                .args([command, "x.lmz"])
-                .output()
-                .unwrap();
-            let err = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.code(), Some(1), "{what}, {command}: {err}");
-            assert!(!err.contains("panicked"), "{what}, {command}: {err}");
-            assert!(
-                err.starts_with("lmzip: x.lmz: "),
-                "{what}, {command}: {err}"
-            );
+            let out = run(d, &[command, "x.lmz"], b"");
+            let err = stderr(&out);
+            assert_fails_with(&out, "lmzip: x.lmz: ");
             assert_eq!(err.lines().count(), 1, "{what}, {command}: {err}");
-            let mut left: Vec<_> = fs::read_dir(d)
-                .unwrap()
-                .map(|e| e.unwrap().file_name().into_string().unwrap())
-                .collect();
-            left.sort();
+            let left = listing(d);
             assert_eq!(left, ["x.lmz"], "{what}, {command}: nothing else is left");
         }
     }

@@ -6,6 +6,8 @@
 //! this binary take a lock, so that one measurement sees only its own case (and the harness's
 //! small allocations).
 
+mod common;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -247,18 +249,13 @@ fn frame_lengths_allocate_no_more_than_their_bounds() {
 #[test]
 fn the_binary_refuses_a_model_above_the_limit() {
     let _alone = alone();
-    let out = assert_cmd::Command::new(env!("CARGO_BIN_EXE_lmzip"))
-        .args(["compress", "-c", "--hidden", "4096", "--layers", "2"])
-        .write_stdin("some input")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("parameters; this build accepts at most"),
-        "{err}"
+    let dir = tempfile::TempDir::new().unwrap();
+    let out = common::cli::run(
+        dir.path(),
+        &["compress", "-c", "--hidden", "4096", "--layers", "2"],
+        b"some input",
     );
-    assert!(out.stdout.is_empty());
+    common::cli::assert_usage_error(&out, "parameters; this build accepts at most");
 }
 
 /// The estimate the limit is checked against follows what decoding really holds: for schedules

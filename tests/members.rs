@@ -3,41 +3,16 @@
 //!
 //! Every run uses the tiny Mamba-1 (`--hidden 16 --layers 1`) so that the suite stays fast.
 
+mod common;
+
 use std::fs;
 use std::path::Path;
-use std::process::Output;
 
+use common::cli::{assert_fails_with, listing, ok, run, stderr, stdout};
 use tempfile::TempDir;
 
-const BIN: &str = env!("CARGO_BIN_EXE_lmzip");
+/// The tiny model at level 1, as flags.
 const TINY: &[&str] = &["-1", "--hidden", "16", "--layers", "1"];
-
-fn run(dir: &Path, args: &[&str], stdin: &[u8]) -> Output {
-    let out = assert_cmd::Command::new(BIN)
-        .current_dir(dir)
-        .args(args)
-        .write_stdin(stdin.to_vec())
-        .output()
-        .expect("lmzip runs");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!err.contains("panicked"), "lmzip panicked: {err}");
-    out
-}
-
-#[track_caller]
-fn ok(out: Output) -> Output {
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// Compresses `data` with the tiny model (and `extra` flags) to a stream in memory.
 fn packed(dir: &Path, data: &[u8], extra: &[&str]) -> Vec<u8> {
@@ -45,19 +20,9 @@ fn packed(dir: &Path, data: &[u8], extra: &[&str]) -> Vec<u8> {
     ok(run(dir, &args, data)).stdout
 }
 
-fn text(n: usize, seed: usize) -> Vec<u8> {
-    let words = [
-        "lorem", "ipsum", "dolor", "sit", "amet", "members", "of", "a", "stream",
-    ];
-    let mut t = Vec::new();
-    let mut i = seed;
-    while t.len() < n {
-        t.extend_from_slice(words[i % words.len()].as_bytes());
-        t.push(if i.is_multiple_of(11) { b'\n' } else { b' ' });
-        i = i.wrapping_mul(7).wrapping_add(3);
-    }
-    t.truncate(n);
-    t
+/// Text that differs with `seed`, so that members differ.
+fn text(n: usize, seed: u64) -> Vec<u8> {
+    common::related_text(n, seed)
 }
 
 #[test]
@@ -150,37 +115,27 @@ fn a_damaged_second_member_is_named_and_nothing_wrong_is_written() {
         &["decompress", "x.lmz"],
     ] {
         let out = run(d, args, b"");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
-        assert!(
-            err.starts_with("lmzip: x.lmz: member 2 "),
-            "{args:?}: {err}"
-        );
+        let err = stderr(&out);
+        assert_fails_with(&out, "lmzip: x.lmz: member 2 ");
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
-        let mut left: Vec<_> = fs::read_dir(d)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
-        left.sort();
-        assert_eq!(left, ["x.lmz"], "{args:?}: no output file");
+        assert_eq!(listing(d), ["x.lmz"], "{args:?}: no output file");
     }
     // To standard output, what is written is the first member's data, checked, and no more.
     let out = run(d, &["-d", "-c", "x.lmz"], b"");
-    assert_eq!(out.status.code(), Some(1));
+    assert_fails_with(&out, "lmzip: x.lmz: member 2 ");
     assert_eq!(out.stdout, a);
     // info finds the damage in the second member's lengths, or not at all (it reads no words),
     // but never misreports the first.
     let mut lying = [&pa[..], &pb[..]].concat();
     lying.truncate(pa.len() + 10);
     fs::write(d.join("y.lmz"), &lying).unwrap();
-    let out = run(d, &["info", "y.lmz"], b"");
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("member 2"));
+    assert_fails_with(&run(d, &["info", "y.lmz"], b""), "member 2");
     // Bytes after a member that start no member are an error, not ignored.
     fs::write(d.join("z.lmz"), [&pa[..], b"junk"].concat()).unwrap();
-    let out = run(d, &["-d", "-c", "z.lmz"], b"");
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not another lmzip member"));
+    assert_fails_with(
+        &run(d, &["-d", "-c", "z.lmz"], b""),
+        "not another lmzip member",
+    );
 }
 
 #[test]

@@ -4,45 +4,15 @@
 
 mod common;
 
-use common::{binary, mode_name, modes, text, tiny, with_mix};
-use lmzip::codec::{compress_bytes, decompress_bytes, decompress_bytes_with};
+use common::{assert_round_trip, binary, modes, short_samples, text, tiny, with_mix};
+use lmzip::codec::{compress_bytes, decompress_bytes_with};
 use lmzip::mix::MixSpec;
-use lmzip::recipe::{ModelKind, OptimizerKind, Recipe};
-
-fn xorshift_bytes(n: usize, mut seed: u64) -> Vec<u8> {
-    (0..n)
-        .map(|_| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed >> 24) as u8
-        })
-        .collect()
-}
-
-fn inputs() -> Vec<(&'static str, Vec<u8>)> {
-    vec![
-        ("empty", Vec::new()),
-        ("one byte", vec![0x5a]),
-        ("all 256 values", (0..=255u8).collect()),
-        ("long run", vec![b'a'; 5000]),
-        ("random 4 KiB", xorshift_bytes(4 * 1024, 0x1234_5678)),
-        ("text", text(3000)),
-    ]
-}
-
-fn assert_round_trip(recipe: &Recipe, name: &str, data: &[u8]) -> Vec<u8> {
-    let name = format!("{} {name}", mode_name(recipe));
-    let packed = compress_bytes(recipe, data).unwrap_or_else(|e| panic!("{name}: {e:#}"));
-    let back = decompress_bytes(&packed).unwrap_or_else(|e| panic!("{name}: {e:#}"));
-    assert!(back == data, "{name}: decoded bytes differ ({recipe})");
-    packed
-}
+use lmzip::recipe::{ModelKind, OptimizerKind};
 
 #[test]
 fn mamba1_with_the_stage_round_trips_every_input_in_every_mode() {
     for recipe in modes(ModelKind::Mamba1) {
-        for (name, data) in inputs() {
+        for (name, data) in short_samples() {
             assert_round_trip(&with_mix(&recipe), name, &data);
         }
     }
@@ -51,7 +21,7 @@ fn mamba1_with_the_stage_round_trips_every_input_in_every_mode() {
 #[test]
 fn rwkv7_with_the_stage_round_trips_every_input_in_every_mode() {
     for recipe in modes(ModelKind::Rwkv7) {
-        for (name, data) in inputs() {
+        for (name, data) in short_samples() {
             assert_round_trip(&with_mix(&recipe), name, &data);
         }
     }

@@ -112,8 +112,17 @@ fn files_whose_shapes_disagree_are_refused_with_the_tensor_named() {
     let err = format!("{:#}", load::<Rwkv7>(&file, BIAS).err().unwrap());
     assert!(err.contains("model.layers.0.ffn.value.weight"), "{err}");
 
-    // A Mamba file is not an RWKV file.
+    // A Mamba file is not an RWKV file: the first tensor one model needs and the other lacks
+    // is named.
     let (_, mparams) = Mamba1::new_random(mamba1::Config::default(), 1).unwrap();
-    assert!(load::<Rwkv7>(&saved(&mparams), BIAS).is_err());
-    assert!(load::<Mamba1>(&saved(&params), BIAS).is_err());
+    let err = format!("{:#}", load::<Rwkv7>(&saved(&mparams), BIAS).err().unwrap());
+    assert!(
+        err.contains("model file lacks tensor model.layers.0."),
+        "{err}"
+    );
+    let err = format!("{:#}", load::<Mamba1>(&saved(&params), BIAS).err().unwrap());
+    assert!(
+        err.contains("model file lacks tensor model.layers.0.mixer."),
+        "{err}"
+    );
 }

@@ -4,11 +4,13 @@
 //! Needs GNU parallel (Debian/Ubuntu: `apt-get install parallel`); the test fails, saying so,
 //! where it is missing.
 
+mod common;
+
 use std::fs;
 use std::path::Path;
 use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_lmzip");
+use common::cli::{BIN, ok, run, stdout};
 
 fn script() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/parallel.sh")
@@ -24,13 +26,8 @@ fn the_parallel_script_round_trips_on_localhost() {
     let dir = tempfile::TempDir::new().unwrap();
     let d = dir.path();
     // Text with a binary stretch: about three and a half blocks of 8 KiB.
-    let mut data: Vec<u8> = b"blocks on many cores, one stream at the end\n"
-        .iter()
-        .copied()
-        .cycle()
-        .take(22_000)
-        .collect();
-    data.extend((0..7000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8));
+    let mut data = common::text(22_000);
+    data.extend(common::random(7000, 3));
     fs::write(d.join("in"), &data).unwrap();
     let out = Command::new(script())
         .current_dir(d)
@@ -45,12 +42,7 @@ fn the_parallel_script_round_trips_on_localhost() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let list = Command::new(BIN)
-        .current_dir(d)
-        .args(["-l", "in.lmz"])
-        .output()
-        .unwrap();
-    let list = String::from_utf8_lossy(&list.stdout);
+    let list = stdout(&ok(run(d, &["-l", "in.lmz"], b"")));
     let members: usize = list
         .lines()
         .nth(1)
@@ -61,15 +53,6 @@ fn the_parallel_script_round_trips_on_localhost() {
         .parse()
         .unwrap();
     assert!(members >= 3, "one member per block: {list}");
-    let back = Command::new(BIN)
-        .current_dir(d)
-        .args(["-d", "-c", "in.lmz"])
-        .output()
-        .unwrap();
-    assert!(
-        back.status.success(),
-        "{}",
-        String::from_utf8_lossy(&back.stderr)
-    );
+    let back = ok(run(d, &["-d", "-c", "in.lmz"], b""));
     assert!(back.stdout == data, "the stream decodes to the file");
 }

@@ -4,67 +4,14 @@
 
 mod common;
 
-use common::text;
-use lmzip::codec::{compress_bytes, decompress_bytes};
-use lmzip::recipe::{ModelKind, Recipe};
-
-/// A small network so that the whole matrix runs in seconds, with the given schedule.
-fn tiny(kind: ModelKind, rules: &str) -> Recipe {
-    let size = match kind {
-        ModelKind::Mamba1 => "cfg:hidden=16,layers=1",
-        ModelKind::Rwkv7 => "cfg:hidden=64,layers=1",
-    };
-    lmzip::levels::default_recipe(kind)
-        .edit(&format!("{size} mix:off {rules}"), None)
-        .unwrap()
-}
-
-/// The training modes every model must round-trip.
-fn modes(kind: ModelKind) -> Vec<Recipe> {
-    [
-        "0..:infer",
-        "0..:train(opt=sgd,lr=0.05,bptt=1)",
-        "0..:train(opt=adam,lr=0.003,bptt=1)",
-        "0..:train(opt=adam,lr=0.003,bptt=8)",
-    ]
-    .iter()
-    .map(|rules| tiny(kind, rules))
-    .collect()
-}
-
-fn xorshift_bytes(n: usize, mut seed: u64) -> Vec<u8> {
-    (0..n)
-        .map(|_| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed >> 24) as u8
-        })
-        .collect()
-}
-
-fn inputs() -> Vec<(&'static str, Vec<u8>)> {
-    vec![
-        ("empty", Vec::new()),
-        ("one byte", vec![0x5a]),
-        ("all 256 values", (0..=255u8).collect()),
-        ("long run", vec![b'a'; 20_000]),
-        ("random 64 KiB", xorshift_bytes(64 * 1024, 0x1234_5678)),
-        ("text", text(6000)),
-    ]
-}
-
-fn assert_round_trip(recipe: &Recipe, name: &str, data: &[u8]) -> Vec<u8> {
-    let packed = compress_bytes(recipe, data).unwrap_or_else(|e| panic!("{name}: {e:#}"));
-    let back = decompress_bytes(&packed).unwrap_or_else(|e| panic!("{name}: {e:#}"));
-    assert!(back == data, "{name}: decoded bytes differ ({recipe})");
-    packed
-}
+use common::{assert_round_trip, modes, random, samples, text, tiny_with};
+use lmzip::codec::compress_bytes;
+use lmzip::recipe::ModelKind;
 
 #[test]
 fn mamba1_round_trips_every_input_in_every_mode() {
     for recipe in modes(ModelKind::Mamba1) {
-        for (name, data) in inputs() {
+        for (name, data) in samples() {
             assert_round_trip(&recipe, name, &data);
         }
     }
@@ -73,7 +20,7 @@ fn mamba1_round_trips_every_input_in_every_mode() {
 #[test]
 fn rwkv7_round_trips_every_input_in_every_mode() {
     for recipe in modes(ModelKind::Rwkv7) {
-        for (name, data) in inputs() {
+        for (name, data) in samples() {
             assert_round_trip(&recipe, name, &data);
         }
     }
@@ -113,7 +60,7 @@ fn training_compresses_text_and_runs_better_than_no_training() {
 
 #[test]
 fn a_long_run_costs_almost_nothing() {
-    let recipe = tiny(ModelKind::Mamba1, "0..:train(opt=adam,lr=0.003)");
+    let recipe = tiny_with(ModelKind::Mamba1, "0..:train(opt=adam,lr=0.003)");
     let packed = assert_round_trip(&recipe, "run", &vec![7u8; 20_000]);
     assert!(
         packed.len() < 600,
@@ -123,24 +70,10 @@ fn a_long_run_costs_almost_nothing() {
 }
 
 #[test]
-fn scoped_training_round_trips() {
-    let recipe = tiny(
-        ModelKind::Mamba1,
-        "0..:train(lr=0.003,scope=head+bias,clip=0.01)",
-    );
-    assert_round_trip(&recipe, "head only", &text(3000));
-    let recipe = tiny(
-        ModelKind::Mamba1,
-        "0..:train(lr=0.003,scope=embed+mixer_ssm,clip=0.01,bptt=5)",
-    );
-    assert_round_trip(&recipe, "embed+ssm tbptt", &text(3000));
-}
-
-#[test]
 fn inputs_longer_than_a_frame_round_trip() {
     // Two frames and a bit, with a model that only predicts (fast).
-    let recipe = tiny(ModelKind::Mamba1, "0..:infer");
-    let data = xorshift_bytes(lmzip::format::FRAME_MAX * 2 + 1000, 99);
+    let recipe = tiny_with(ModelKind::Mamba1, "0..:infer");
+    let data = random(lmzip::format::FRAME_MAX * 2 + 1000, 99);
     assert_round_trip(&recipe, "three frames", &data);
 }
 
@@ -172,7 +105,7 @@ fn golden_compressed_bytes() {
         .chain([&odd_mamba, &odd_rwkv])
         .map(|r| {
             let packed = compress_bytes(r, &data).unwrap();
-            (golden_name(r), packed.len(), sha256_prefix(&packed))
+            (common::mode_name(r), packed.len(), sha256_prefix(&packed))
         })
         .collect();
     let want: Vec<(String, usize, String)> = GOLDEN
@@ -183,15 +116,6 @@ fn golden_compressed_bytes() {
         got, want,
         "compressed bytes changed; see the comment on this test"
     );
-}
-
-/// `model/optimizer/bpttN` of a one-rule recipe (`none` for infer).
-fn golden_name(r: &Recipe) -> String {
-    let (opt, bptt) = match r.actions().next() {
-        Some(lmzip::recipe::Action::Train(t)) => (t.optimizer.name(), t.bptt),
-        _ => ("none", 1),
-    };
-    format!("{}/{opt}/bptt{bptt}", r.kind().name())
 }
 
 fn sha256_prefix(bytes: &[u8]) -> String {
@@ -224,7 +148,7 @@ const SWITCHING: &str = "0..700:train(opt=adam,lr=0.003,bptt=8) 700..1300:infer 
 #[test]
 fn schedules_switching_between_infer_and_train_round_trip() {
     for kind in [ModelKind::Mamba1, ModelKind::Rwkv7] {
-        let recipe = tiny(kind, SWITCHING);
+        let recipe = tiny_with(kind, SWITCHING);
         for (name, data) in [("text", text(4000)), ("short", text(650))] {
             assert_round_trip(&recipe, name, &data);
         }
@@ -252,11 +176,11 @@ fn a_carried_state_round_trips_a_switching_schedule() {
 
 #[test]
 fn percent_schedules_round_trip_once_resolved() {
-    let recipe = tiny(ModelKind::Mamba1, "0..33.3%:train(lr=0.003) 33.3%..:infer");
+    let recipe = tiny_with(ModelKind::Mamba1, "0..33.3%:train(lr=0.003) 33.3%..:infer");
     let data = text(3000);
-    assert!(
-        compress_bytes(&recipe, &data).is_err(),
-        "unresolved percent"
+    common::assert_err_contains(
+        compress_bytes(&recipe, &data),
+        "the recipe has positions in percent, which need the input's length",
     );
     let resolved = recipe.resolve(Some(data.len() as u64)).unwrap();
     assert_eq!(
@@ -297,7 +221,7 @@ fn golden_switching_schedule() {
     let got: Vec<(usize, String)> = [ModelKind::Mamba1, ModelKind::Rwkv7]
         .iter()
         .map(|&kind| {
-            let packed = compress_bytes(&tiny(kind, SWITCHING), &data).unwrap();
+            let packed = compress_bytes(&tiny_with(kind, SWITCHING), &data).unwrap();
             (packed.len(), sha256_prefix(&packed))
         })
         .collect();

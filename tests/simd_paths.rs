@@ -7,31 +7,15 @@ mod common;
 
 use std::process::Output;
 
+use common::cli::{BIN, assert_usage_error, ok, output};
 use common::{binary, text};
 use lmzip::kernels::{SIMD_ENV_VAR, SimdPath};
 
-const BIN: &str = env!("CARGO_BIN_EXE_lmzip");
-
+/// Runs lmzip with `LMZIP_SIMD=simd`.
 fn lmzip(simd: &str, args: &[&str], stdin: &[u8]) -> Output {
     let mut cmd = assert_cmd::Command::new(BIN);
-    cmd.env(SIMD_ENV_VAR, simd)
-        .args(args)
-        .write_stdin(stdin.to_vec());
-    let out = cmd.output().expect("lmzip runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!stderr.contains("panicked"), "lmzip panicked: {stderr}");
-    out
-}
-
-#[track_caller]
-fn ok(out: Output) -> Vec<u8> {
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    cmd.env(SIMD_ENV_VAR, simd).args(args);
+    output(cmd, stdin)
 }
 
 /// Model and schedule: Mamba-1 36 wide (tails after 32-wide blocks), RWKV-7 one head of 64 and
@@ -63,7 +47,7 @@ fn every_path_writes_the_same_bytes_and_decodes_the_others() {
         let args = ["compress", "-c", "--model", model, "--recipe", recipe];
         let outputs: Vec<(SimdPath, Vec<u8>)> = paths
             .iter()
-            .map(|p| (*p, ok(lmzip(p.name(), &args, &input))))
+            .map(|p| (*p, ok(lmzip(p.name(), &args, &input)).stdout))
             .collect();
         let (first_path, first) = &outputs[0];
         for (path, bytes) in &outputs[1..] {
@@ -76,7 +60,7 @@ fn every_path_writes_the_same_bytes_and_decodes_the_others() {
         }
         // One decoder per path reads the (common) stream.
         for p in &paths {
-            let back = ok(lmzip(p.name(), &["decompress", "-c"], first));
+            let back = ok(lmzip(p.name(), &["decompress", "-c"], first)).stdout;
             assert!(back == input, "{model}: {} does not decode", p.name());
         }
     }
@@ -86,23 +70,17 @@ fn every_path_writes_the_same_bytes_and_decodes_the_others() {
 fn auto_is_the_default_and_a_bad_value_is_a_usage_error() {
     let input = text(300);
     let tiny = ["compress", "-c", "--hidden", "16", "--layers", "1"];
-    let auto = ok(lmzip("auto", &tiny, &input));
-    let portable = ok(lmzip("portable", &tiny, &input));
+    let auto = ok(lmzip("auto", &tiny, &input)).stdout;
+    let portable = ok(lmzip("portable", &tiny, &input)).stdout;
     assert_eq!(auto, portable);
 
     let out = lmzip("avx9", &tiny, &input);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "stderr: {err}");
+    assert_usage_error(&out, "lmzip: LMZIP_SIMD=\"avx9\" is not a SIMD path");
     assert!(
-        err.starts_with("lmzip: LMZIP_SIMD=\"avx9\" is not a SIMD path")
-            && err.contains("portable, avx2"),
-        "{err}"
+        String::from_utf8_lossy(&out.stderr).contains("portable, avx2"),
+        "the paths are listed"
     );
-    assert!(out.stdout.is_empty());
     for p in SimdPath::ALL.into_iter().filter(|p| !p.is_available()) {
-        let out = lmzip(p.name(), &tiny, &input);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "stderr: {err}");
-        assert!(err.contains("this CPU cannot run"), "{err}");
+        assert_usage_error(&lmzip(p.name(), &tiny, &input), "this CPU cannot run");
     }
 }

@@ -3,60 +3,18 @@
 //! run computes; decompression refuses a missing or different model file; half-precision files
 //! and the official Mamba layout load to the models they describe.
 
+mod common;
+
 use std::collections::BTreeMap;
 
+use common::{related_text, tiny_with};
 use lmzip::codec::{Options, compress_bytes_with, decompress_bytes_with};
 use lmzip::model::mamba1::{self, Mamba1};
-use lmzip::modelfile::{ModelFile, Weights, WeightsError, to_bytes};
-use lmzip::params::ParamSet;
+use lmzip::model::rwkv7::Rwkv7;
+use lmzip::modelfile::{ModelFile, Weights, WeightsError, load, to_bytes};
+use lmzip::params::{Group, ParamSet};
 use lmzip::predictor;
 use lmzip::recipe::{ModelKind, Recipe};
-
-fn tiny(kind: ModelKind, rules: &str) -> Recipe {
-    let size = match kind {
-        ModelKind::Mamba1 => "cfg:hidden=16,layers=1",
-        ModelKind::Rwkv7 => "cfg:hidden=64,layers=1",
-    };
-    // The network alone: a model file carries the network, not the mixing stage's tables.
-    lmzip::levels::default_recipe(kind)
-        .edit(&format!("{size} mix:off {rules}"), None)
-        .unwrap()
-}
-
-/// Text from a small vocabulary, in an order that `seed` picks: two seeds give related texts.
-fn text(n: usize, seed: u64) -> Vec<u8> {
-    let words = [
-        "the ",
-        "model ",
-        "learns ",
-        "each ",
-        "byte ",
-        "as ",
-        "it ",
-        "comes, ",
-        "and ",
-        "a ",
-        "range ",
-        "coder ",
-        "spends ",
-        "few ",
-        "bits ",
-        "on ",
-        "what ",
-        "it ",
-        "expected.\n",
-    ];
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut out = Vec::with_capacity(n);
-    while out.len() < n {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        out.extend_from_slice(words[(state % words.len() as u64) as usize].as_bytes());
-    }
-    out.truncate(n);
-    out
-}
 
 fn save(model: bool) -> Options<'static> {
     Options {
@@ -86,8 +44,8 @@ fn weights(bytes: &[u8], name: &str) -> Weights {
 
 #[test]
 fn a_saved_model_primes_a_related_text() {
-    let recipe = tiny(ModelKind::Mamba1, "0..:train(lr=0.003)");
-    let (a, b) = (text(8000, 1), text(3000, 2));
+    let recipe = tiny_with(ModelKind::Mamba1, "0..:train(lr=0.003)");
+    let (a, b) = (related_text(8000, 1), related_text(3000, 2));
     let (_, model) = compress(&recipe, None, &a);
     let w = weights(&model, "primed.safetensors");
     let primed = from_file(&recipe, &w);
@@ -174,7 +132,7 @@ fn assert_resume_is_exact(recipe: &Recipe, continuation: &str, a: &[u8], b: &[u8
 
 #[test]
 fn resuming_from_a_saved_model_equals_the_uninterrupted_run() {
-    let (a, b) = (text(1001, 3), text(700, 4));
+    let (a, b) = (related_text(1001, 3), related_text(700, 4));
     for (kind, rules, continuation) in [
         (ModelKind::Mamba1, "0..:train(lr=0.003)", ""),
         (ModelKind::Mamba1, "0..:train(opt=sgd,lr=0.05,stride=3)", ""),
@@ -206,11 +164,11 @@ fn resuming_from_a_saved_model_equals_the_uninterrupted_run() {
         ),
         (ModelKind::Rwkv7, "0..:infer", ""),
     ] {
-        let recipe = tiny(kind, rules);
+        let recipe = tiny_with(kind, rules);
         assert_resume_is_exact(&recipe, continuation, &a, &b);
     }
     // An empty first part saves a model that resumes like a fresh start.
-    let recipe = tiny(ModelKind::Mamba1, "0..:train(lr=0.003,bptt=4)");
+    let recipe = tiny_with(ModelKind::Mamba1, "0..:train(lr=0.003,bptt=4)");
     assert_resume_is_exact(&recipe, "", b"", &b);
 }
 
@@ -218,13 +176,13 @@ fn resuming_from_a_saved_model_equals_the_uninterrupted_run() {
 fn a_new_action_after_resuming_trains_on_the_pending_segment_first() {
     // Saved mid-segment, resumed with another learning rate: the segment is cut and trained,
     // and the run round-trips.
-    let recipe = tiny(ModelKind::Mamba1, "0..:train(lr=0.003,bptt=8)");
-    let (_, first) = compress(&recipe, None, &text(1001, 5));
+    let recipe = tiny_with(ModelKind::Mamba1, "0..:train(lr=0.003,bptt=8)");
+    let (_, first) = compress(&recipe, None, &related_text(1001, 5));
     let w = weights(&first, "m");
     let other = from_file(&recipe, &w)
         .edit("0..:train(lr=0.001,bptt=8)", Some(&w.base().unwrap()))
         .unwrap();
-    let data = text(500, 6);
+    let data = related_text(500, 6);
     let (lmz, _) = compress(&other, Some(&w), &data);
     let options = Options {
         weights: Some(&w),
@@ -233,14 +191,98 @@ fn a_new_action_after_resuming_trains_on_the_pending_segment_first() {
     assert_eq!(decompress_bytes_with(&options, &lmz).unwrap().0, data);
 }
 
+/// The tensors of the model a run ends with, by name: the training group each belongs to and
+/// its values as bits. The run is checked too: it round-trips, and the decoder ends with the
+/// encoder's model file byte for byte.
+fn tensors_after(recipe: &Recipe, data: &[u8]) -> BTreeMap<String, (&'static str, Vec<u32>)> {
+    let (lmz, model) = compress(recipe, None, data);
+    let (back, summary) = decompress_bytes_with(&save(true), &lmz).unwrap();
+    assert!(back == data, "{recipe}: round trip");
+    assert!(
+        summary.model.unwrap() == model,
+        "{recipe}: the decoder ends with another model"
+    );
+    let file = ModelFile::from_bytes(&model).unwrap();
+    // The output bias is the predictor's, in the group after the network's.
+    let groups = lmzip::train::trained_groups(recipe.kind());
+    let bias = [(
+        predictor::OUTPUT_BIAS,
+        &[256][..],
+        (groups.len() - 1) as Group,
+    )];
+    let params = match recipe.kind() {
+        ModelKind::Mamba1 => load::<Mamba1>(&file, &bias).unwrap().1,
+        ModelKind::Rwkv7 => load::<Rwkv7>(&file, &bias).unwrap().1,
+    };
+    params
+        .tensors
+        .iter()
+        .map(|t| {
+            let bits = t
+                .slot
+                .of(&params.data)
+                .iter()
+                .map(|x| x.to_bits())
+                .collect();
+            (t.name.clone(), (groups[t.group as usize], bits))
+        })
+        .collect()
+}
+
+/// Training with a scope changes exactly the tensors of the groups it names: each one in scope
+/// moves, each other one ends bit for bit as it started (read back from the saved model files).
+/// Every group alone with one-step Adam, and two groups over TBPTT segments with SGD (the
+/// gradient then crosses the groups left out on its way back through time).
+#[test]
+fn scoped_training_changes_only_the_tensors_in_scope() {
+    let data = related_text(800, 10);
+    for kind in ModelKind::ALL {
+        let groups = lmzip::train::trained_groups(kind);
+        let start = tensors_after(&tiny_with(kind, "0..:infer"), &data);
+        let mut cases: Vec<(String, Vec<&str>)> = groups
+            .iter()
+            .map(|&g| (format!("train(lr=0.003,scope={g})"), vec![g]))
+            .collect();
+        let pair = vec![groups[0], groups[groups.len() - 2]];
+        cases.push((
+            format!(
+                "train(opt=sgd,lr=0.05,bptt=5,clip=0.01,scope={})",
+                pair.join("+")
+            ),
+            pair,
+        ));
+        for (rule, in_scope) in cases {
+            let end = tensors_after(&tiny_with(kind, &format!("0..:{rule}")), &data);
+            assert_eq!(
+                start.keys().collect::<Vec<_>>(),
+                end.keys().collect::<Vec<_>>()
+            );
+            for (name, (group, before)) in &start {
+                let after = &end[name].1;
+                if in_scope.contains(group) {
+                    assert!(
+                        after != before,
+                        "{kind:?} {rule}: {name} ({group}) did not train"
+                    );
+                } else {
+                    assert!(
+                        after == before,
+                        "{kind:?} {rule}: {name} ({group}) is out of scope but changed"
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn decompression_refuses_a_missing_or_different_model_file() {
-    let recipe = tiny(ModelKind::Mamba1, "0..:train(lr=0.003)");
-    let (_, model) = compress(&recipe, None, &text(500, 7));
-    let (_, other_model) = compress(&recipe, None, &text(500, 8));
+    let recipe = tiny_with(ModelKind::Mamba1, "0..:train(lr=0.003)");
+    let (_, model) = compress(&recipe, None, &related_text(500, 7));
+    let (_, other_model) = compress(&recipe, None, &related_text(500, 8));
     let w = weights(&model, "right.safetensors");
     let other = weights(&other_model, "other.safetensors");
-    let (lmz, _) = compress(&from_file(&recipe, &w), Some(&w), &text(300, 9));
+    let (lmz, _) = compress(&from_file(&recipe, &w), Some(&w), &related_text(300, 9));
 
     let err = decompress_bytes_with(&save(false), &lmz).unwrap_err();
     assert_eq!(
@@ -273,7 +315,13 @@ fn decompression_refuses_a_missing_or_different_model_file() {
         weights: Some(&other),
         ..save(false)
     };
-    assert!(compress_bytes_with(&from_file(&recipe, &w), &options, b"x").is_err());
+    common::assert_err_contains(
+        compress_bytes_with(&from_file(&recipe, &w), &options, b"x"),
+        &format!(
+            "wrong model file: this stream needs the one with SHA-256 {}",
+            lmzip::recipe::hex(&w.sha256)
+        ),
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

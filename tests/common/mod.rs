@@ -1,17 +1,36 @@
-//! What several integration tests share: tiny recipes that run fast, and deterministic inputs.
+//! The fixtures the integration tests share: tiny recipes per model and training mode
+//! (here), sample inputs ([`inputs`]) and helpers that run the `lmzip` binary ([`cli`]).
 //! Each test binary compiles this module on its own and uses only part of it.
 #![allow(dead_code)]
 
+pub mod cli;
+pub mod inputs;
+
+#[allow(unused_imports)] // each test binary uses some of them
+pub use inputs::{binary, random, related_text, samples, short_samples, text};
+
+use lmzip::codec::{compress_bytes, decompress_bytes};
 use lmzip::recipe::{Action, ModelKind, OptimizerKind, Recipe};
 
 /// A small network, so that whole sweeps run in seconds: Mamba-1 16 wide, RWKV-7 one head
-/// (64 wide), one block each, trained on every byte by one rule, without the mixing stage.
-/// `optimizer` `None` only predicts; learning rates as the round-trip tests use them.
-pub fn tiny(kind: ModelKind, optimizer: Option<OptimizerKind>, bptt: usize) -> Recipe {
+/// (64 wide), one block each, without the mixing stage, following `schedule` (recipe rules
+/// such as `0..:train(lr=0.003,bptt=8)`).
+pub fn tiny_with(kind: ModelKind, schedule: &str) -> Recipe {
     let hidden = match kind {
         ModelKind::Mamba1 => 16,
         ModelKind::Rwkv7 => 64,
     };
+    lmzip::levels::default_recipe(kind)
+        .edit(
+            &format!("cfg:hidden={hidden},layers=1 mix:off {schedule}"),
+            None,
+        )
+        .unwrap()
+}
+
+/// The tiny network trained on every byte by one rule. `optimizer` `None` only predicts;
+/// learning rates as the golden files use them (0.05 for SGD, 0.003 for Adam).
+pub fn tiny(kind: ModelKind, optimizer: Option<OptimizerKind>, bptt: usize) -> Recipe {
     let action = match optimizer {
         None => "infer".to_string(),
         Some(opt) => {
@@ -26,12 +45,7 @@ pub fn tiny(kind: ModelKind, optimizer: Option<OptimizerKind>, bptt: usize) -> R
             )
         }
     };
-    lmzip::levels::default_recipe(kind)
-        .edit(
-            &format!("cfg:hidden={hidden},layers=1 mix:off 0..:{action}"),
-            None,
-        )
-        .unwrap()
+    tiny_with(kind, &format!("0..:{action}"))
 }
 
 /// The mixing stage with small tables (64K counters, a 64 KiB match window), so that tests
@@ -66,56 +80,29 @@ pub fn mode_name(r: &Recipe) -> String {
     format!("{}/{opt}/bptt{bptt}{mix}", r.kind().name())
 }
 
-/// English-like text with a small vocabulary, so that a model has something to learn.
-pub fn text(n: usize) -> Vec<u8> {
-    let words = [
-        "the",
-        "model",
-        "learns",
-        "each",
-        "byte",
-        "as",
-        "it",
-        "comes,",
-        "and",
-        "a",
-        "range",
-        "coder",
-        "spends",
-        "few",
-        "bits",
-        "on",
-        "what",
-        "it",
-        "expected.\n",
-    ];
-    let mut out = Vec::with_capacity(n + 16);
-    let mut i = 0usize;
-    while out.len() < n {
-        out.extend_from_slice(words[(i * 7 + i / 19) % words.len()].as_bytes());
-        out.push(b' ');
-        i += 1;
-    }
-    out.truncate(n);
-    out
+/// Compresses `data` with `recipe` through the library, checks that it decodes to exactly
+/// `data`, and returns the compressed bytes. `name` (with the recipe's mode) names a failure.
+#[track_caller]
+pub fn assert_round_trip(recipe: &Recipe, name: &str, data: &[u8]) -> Vec<u8> {
+    let name = format!("{} {name}", mode_name(recipe));
+    let packed = compress_bytes(recipe, data).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+    let back = decompress_bytes(&packed).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+    assert!(back == data, "{name}: decoded bytes differ ({recipe})");
+    packed
 }
 
-/// Binary records like those of a file format: a counter, a slowly moving value, a flag byte
-/// and a noisy byte (xorshift), little-endian.
-pub fn binary(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    let mut out = Vec::with_capacity(n + 16);
-    let mut i = 0u32;
-    while out.len() < n {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out.extend_from_slice(&i.to_le_bytes());
-        out.extend_from_slice(&((1000 + i * 3) as u16).to_le_bytes());
-        out.push(if i.is_multiple_of(5) { 0xff } else { 0 });
-        out.push((x >> 56) as u8);
-        i += 1;
+/// The error of `result` with its causes (`{:#}`), or a failure naming `what` if it is `Ok`.
+#[track_caller]
+pub fn error_text<T>(result: anyhow::Result<T>, what: &str) -> String {
+    match result {
+        Ok(_) => panic!("{what}: expected an error"),
+        Err(e) => format!("{e:#}"),
     }
-    out.truncate(n);
-    out
+}
+
+/// Asserts that `result` failed with a message containing `needle`.
+#[track_caller]
+pub fn assert_err_contains<T>(result: anyhow::Result<T>, needle: &str) {
+    let err = error_text(result, needle);
+    assert!(err.contains(needle), "expected '{needle}' in: {err}");
 }
