@@ -32,12 +32,12 @@ const CARRY: &str = "0..:train(opt=adam,lr=0.003,bptt=8,state=carry)";
 #[test]
 fn both_models_round_trip_every_input_with_a_carried_state() {
     for kind in [ModelKind::Mamba1, ModelKind::Rwkv7] {
-        let recipe = tiny(kind, CARRY);
+        let recipe = tiny_with(kind, CARRY);
         // Random data shorter than in the other modes' matrix, to keep the suite fast.
-        let inputs = inputs()
+        let inputs = samples()
             .into_iter()
             .filter(|(name, _)| !name.starts_with("random"))
-            .chain([("random 8 KiB", xorshift_bytes(8 * 1024, 0x9e37_79b9))]);
+            .chain([("random 8 KiB", random(8 * 1024, 0x9e37_79b9))]);
         for (name, data) in inputs {
             assert_round_trip(&recipe, name, &data);
         }
@@ -166,7 +166,7 @@ fn switching_carried() -> String {
 #[test]
 fn a_carried_state_round_trips_a_switching_schedule() {
     for kind in [ModelKind::Mamba1, ModelKind::Rwkv7] {
-        let recipe = tiny(kind, &switching_carried());
+        let recipe = tiny_with(kind, &switching_carried());
         assert_eq!(recipe.to_text().matches("state=carry").count(), 2);
         for (name, data) in [("text", text(4000)), ("short", text(650))] {
             assert_round_trip(&recipe, name, &data);
@@ -198,7 +198,7 @@ fn golden_carried_state() {
     let got: Vec<(usize, String)> = [ModelKind::Mamba1, ModelKind::Rwkv7]
         .iter()
         .map(|&kind| {
-            let packed = compress_bytes(&tiny(kind, CARRY), &data).unwrap();
+            let packed = compress_bytes(&tiny_with(kind, CARRY), &data).unwrap();
             (packed.len(), sha256_prefix(&packed))
         })
         .collect();

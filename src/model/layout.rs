@@ -62,26 +62,6 @@ impl Layout {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn entries_tile_the_buffer_in_order() {
-        let mut l = Layout::new();
-        let a = l.add("a", &[2, 3]);
-        let b = l.add("b", &[4]);
-        let empty = l.add("none", &[0, 5]);
-        assert_eq!((a.offset, a.len), (0, 6));
-        assert_eq!((b.offset, b.len), (6, 4));
-        assert_eq!((empty.offset, empty.len), (10, 0));
-        assert_eq!(l.len(), 10);
-        assert_eq!(l.zeros().len(), 10);
-        assert_eq!(l.entries()[1].name, "b");
-        assert_eq!(l.entries()[0].shape, vec![2, 3]);
-    }
-}
-
 /// Declares a group of named tensors that live side by side in a flat buffer, once: the macro
 /// makes the struct of their [`Slot`]s with a `register` function that adds them to a
 /// [`Layout`] (so the same list allocates and counts), and two views that split a buffer into
@@ -163,4 +143,24 @@ macro_rules! flat_group {
             }
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_tile_the_buffer_in_order() {
+        let mut l = Layout::new();
+        let a = l.add("a", &[2, 3]);
+        let b = l.add("b", &[4]);
+        let empty = l.add("none", &[0, 5]);
+        assert_eq!((a.offset, a.len), (0, 6));
+        assert_eq!((b.offset, b.len), (6, 4));
+        assert_eq!((empty.offset, empty.len), (10, 0));
+        assert_eq!(l.len(), 10);
+        assert_eq!(l.zeros().len(), 10);
+        assert_eq!(l.entries()[1].name, "b");
+        assert_eq!(l.entries()[0].shape, vec![2, 3]);
+    }
 }

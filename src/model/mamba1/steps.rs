@@ -178,7 +178,7 @@ impl Mamba1 {
         self.step_grads = Some(sg);
     }
 
-    /// 11. logits = lm_head · rms(h_final) · final_norm_w, over the steps: leaves dL/dh_final
+    /// Step 11, logits = lm_head · rms(h_final) · final_norm_w, over the steps: leaves dL/dh_final
     /// in `g.h`.
     fn head_backward_steps(
         &self,
