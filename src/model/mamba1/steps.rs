@@ -225,7 +225,7 @@ impl Mamba1 {
         (ssm, dt_a): (&mut [f32], &mut [f32]),
     ) {
         let (cfg, ls, n) = (&self.cfg, &self.slots.layers[l], traces.len());
-        let (hid, i, s, k, r) = (cfg.hidden, cfg.inner, cfg.state, cfg.conv, cfg.dt_rank);
+        let (hid, i, s, r) = (cfg.hidden, cfg.inner, cfg.state, cfg.dt_rank);
         let tl = &self.trace_layout.layers[l];
         let view = |t: usize| tl.view(&traces[t]);
         let proj = scope.has(MIXER_PROJ);
@@ -235,6 +235,68 @@ impl Mamba1 {
         let g_out = proj.then_some(&mut *grads);
         linear_steps(&ls.out_proj, params, g_out, &y[..n], g.h, (g.y, i), false);
         // 9. y = y_pre · silu(z), then the scan, last step first
+        self.scan_backward_steps(l, params, traces, scope, g, grads, carry_ssm, (ssm, dt_a));
+        //    dt_pre = dt_proj_w · δ + dt_proj_b:  writes δ's gradient into each step's proj
+        let delta = per_step(traces, |tr| &tl.view(tr).proj[..r]);
+        let g_dt = proj.then_some(&mut *grads);
+        let g_delta = (&mut *g.proj, r + 2 * s);
+        linear_steps(
+            &ls.dt_proj,
+            params,
+            g_dt,
+            &delta[..n],
+            g.dt_pre,
+            g_delta,
+            false,
+        );
+        // 6. proj = x_proj_w · u   (adds into u)
+        let u = per_step(traces, |tr| tl.view(tr).u);
+        let g_x = proj.then_some(&mut *grads);
+        linear_steps(&ls.x_proj, params, g_x, &u[..n], g.proj, (g.u, i), true);
+        // 5. u = silu(conv_pre);  4. the convolution, last step first
+        self.conv_backward_steps(l, params, traces, scope, g, grads, carry_conv);
+        // 3. xz = in_proj_w · norm + in_proj_b
+        let norm = per_step(traces, |tr| tl.view(tr).norm);
+        let g_in = proj.then_some(&mut *grads);
+        linear_steps(
+            &ls.in_proj,
+            params,
+            g_in,
+            &norm[..n],
+            g.xz,
+            (g.norm, hid),
+            false,
+        );
+        // 2. norm = rms(h_in) · norm_w; the residual passes h through unchanged.
+        for t in (0..n).rev() {
+            let lt = view(t);
+            let g_w = scope.has(LAYER_NORM).then(|| ls.norm_w.of_mut(grads));
+            let g_norm = &g.norm[t * hid..(t + 1) * hid];
+            let g_h_in = at(g.h_in, t, hid);
+            rms_norm_backward(lt.h_in, p(ls.norm_w), NORM_EPS, g_norm, g_h_in, g_w);
+            kernels::add_assign(g_h_in, &g.h[t * hid..(t + 1) * hid]);
+        }
+        g.h[..n * hid].swap_with_slice(&mut g.h_in[..n * hid]);
+    }
+
+    /// Steps 9 to 7 of a block over the segment, last step first: the gate, the selective scan
+    /// (carrying the state gradient across steps) and the softplus of Δ.
+    #[allow(clippy::too_many_arguments)]
+    fn scan_backward_steps(
+        &self,
+        l: usize,
+        params: &ParamSet,
+        traces: &[Vec<f32>],
+        scope: Scope,
+        g: &mut StepGradMut,
+        grads: &mut [f32],
+        carry_ssm: &mut [f32],
+        (ssm, dt_a): (&mut [f32], &mut [f32]),
+    ) {
+        let (cfg, ls, n) = (&self.cfg, &self.slots.layers[l], traces.len());
+        let (i, s, r) = (cfg.inner, cfg.state, cfg.dt_rank);
+        let tl = &self.trace_layout.layers[l];
+        let view = |t: usize| tl.view(&traces[t]);
         for t in (0..n).rev() {
             let lt = view(t);
             let gate = (lt.y_pre, &lt.xz[i..], lt.gate, lt.gate_sig);
@@ -271,24 +333,26 @@ impl Mamba1 {
             // 7. Δ = softplus(dt_pre)
             softplus_backward(lt.dt_pre, at(g.dt_pre, t, i), at(g.sig, t, i));
         }
-        //    dt_pre = dt_proj_w · δ + dt_proj_b:  writes δ's gradient into each step's proj
-        let delta = per_step(traces, |tr| &tl.view(tr).proj[..r]);
-        let g_dt = proj.then_some(&mut *grads);
-        let g_delta = (&mut *g.proj, r + 2 * s);
-        linear_steps(
-            &ls.dt_proj,
-            params,
-            g_dt,
-            &delta[..n],
-            g.dt_pre,
-            g_delta,
-            false,
-        );
-        // 6. proj = x_proj_w · u   (adds into u)
-        let u = per_step(traces, |tr| tl.view(tr).u);
-        let g_x = proj.then_some(&mut *grads);
-        linear_steps(&ls.x_proj, params, g_x, &u[..n], g.proj, (g.u, i), true);
-        // 5. u = silu(conv_pre);  4. the convolution, last step first
+    }
+
+    /// Steps 5 and 4 of a block over the segment, last step first: the SiLU after the
+    /// convolution and the convolution itself (carrying its window's gradient across steps).
+    #[allow(clippy::too_many_arguments)]
+    fn conv_backward_steps(
+        &self,
+        l: usize,
+        params: &ParamSet,
+        traces: &[Vec<f32>],
+        scope: Scope,
+        g: &mut StepGradMut,
+        grads: &mut [f32],
+        carry_conv: &mut [f32],
+    ) {
+        let (cfg, ls, n) = (&self.cfg, &self.slots.layers[l], traces.len());
+        let (i, k) = (cfg.inner, cfg.conv);
+        let tl = &self.trace_layout.layers[l];
+        let view = |t: usize| tl.view(&traces[t]);
+        let p = |slot: Slot| slot.of(&params.data);
         for t in (0..n).rev() {
             let lt = view(t);
             let g_u = at(g.u, t, i);
@@ -302,27 +366,5 @@ impl Mamba1 {
             let g_x = &mut at(g.xz, t, 2 * i)[..i];
             conv_backward(p(ls.conv_w), g_u, g_x, Some(&mut *carry_conv), k);
         }
-        // 3. xz = in_proj_w · norm + in_proj_b
-        let norm = per_step(traces, |tr| tl.view(tr).norm);
-        let g_in = proj.then_some(&mut *grads);
-        linear_steps(
-            &ls.in_proj,
-            params,
-            g_in,
-            &norm[..n],
-            g.xz,
-            (g.norm, hid),
-            false,
-        );
-        // 2. norm = rms(h_in) · norm_w; the residual passes h through unchanged.
-        for t in (0..n).rev() {
-            let lt = view(t);
-            let g_w = scope.has(LAYER_NORM).then(|| ls.norm_w.of_mut(grads));
-            let g_norm = &g.norm[t * hid..(t + 1) * hid];
-            let g_h_in = at(g.h_in, t, hid);
-            rms_norm_backward(lt.h_in, p(ls.norm_w), NORM_EPS, g_norm, g_h_in, g_w);
-            kernels::add_assign(g_h_in, &g.h[t * hid..(t + 1) * hid]);
-        }
-        g.h[..n * hid].swap_with_slice(&mut g.h_in[..n * hid]);
     }
 }
