@@ -180,7 +180,7 @@ modes=("none|0..:infer"
     "sgd bptt1|0..:train(opt=sgd,lr=0.05,bptt=1)"
     "adam bptt1|0..:train(opt=adam,lr=0.002,bptt=1)"
     "adam bptt8|0..:train(opt=adam,lr=0.002,bptt=8)"
-    "schedule|0..2K:train(opt=sgd,lr=0.05,stride=2) 2K..:repeat(1K:train(opt=adam,lr=0.001,bptt=16,clip=1),512:infer)")
+    "schedule|0..2K:train(opt=sgd,lr=0.05,stride=2,bptt=1) 2K..:repeat(1K:train(opt=adam,lr=0.001,bptt=16,clip=1),512:infer)")
 
 failures=0
 printf '%-12s %-7s %-11s %8s %6s  %-9s %s\n' input model mode bytes bpb builds decodes
