@@ -65,7 +65,8 @@ if [ -t 1 ]; then
 fi
 
 # --recend '': blocks are cut at their size, not at line ends (binary input has none).
-args=(--pipe --keep-order --block "$block" --recend '' --halt now,fail=1)
+# --will-cite: no citation notice on a fresh install (it would wait for input on a terminal).
+args=(--will-cite --pipe --keep-order --block "$block" --recend '' --halt now,fail=1)
 [ -n "$jobs" ] && args+=(--jobs "$jobs")
 [ -n "$logins" ] && args+=(--sshlogin "$logins")
 # Blocks are compressed from standard input to standard output; -q keeps the runs' notes out of
