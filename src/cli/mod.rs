@@ -99,7 +99,18 @@ where
     {
         say(format_args!("lmzip: warning: cannot handle signals: {e}"));
     }
-    ExitCode::from(run_all(&settings, &shared))
+    // One pool for the run: the kernels of every stream coded on this thread split over it.
+    let pool = match crate::pool::Pool::new(settings.threads) {
+        Ok(pool) => pool,
+        Err(e) => {
+            say(format_args!(
+                "lmzip: cannot start {} threads: {e}",
+                settings.threads
+            ));
+            return ExitCode::from(1);
+        }
+    };
+    ExitCode::from(pool.install(|| run_all(&settings, &shared)))
 }
 
 /// The version line: the release, and the versions of the file format and of the numerics a
