@@ -8,11 +8,12 @@
 //! number of threads (docs/determinism.md). Threads that have no pool installed (the workers
 //! themselves, or a program that never installs one) run every kernel on their own.
 //!
-//! **Waiting.** A job is published by one atomic store; an idle worker spins on that word for
-//! [`SPIN`] (the gap between two kernels of one byte is a few microseconds) and then sleeps on a
-//! condition variable, so a pool whose stream is waiting for input, or a machine with more
-//! busy threads than cores, does not burn a core. The caller runs parts too, and once none is
-//! left waits for the others' parts to finish (spinning, then yielding).
+//! **Waiting.** A job is published by one atomic store; an idle worker watches that word for
+//! [`SPIN`] (the gap between two kernels of one byte is a few microseconds), pausing briefly
+//! and then yielding its core between looks ([`Backoff`]), and then sleeps on a condition
+//! variable, so a pool whose stream waits for input does not burn a core, and on a machine
+//! with more busy threads than cores the others run. The caller runs parts too, and once none
+//! is left waits for the parts others claimed in the same way.
 
 use std::cell::{Cell, UnsafeCell};
 use std::marker::PhantomData;
@@ -102,25 +103,22 @@ impl Shared {
         self.done.fetch_add(1, Ordering::Release);
     }
 
-    /// A worker's life: run parts while there are any, spin a while, sleep.
+    /// A worker's life: run parts while there are any, wait a while ([`Backoff`]), sleep.
     fn work(&self) {
         loop {
-            let mut idle = Instant::now();
-            let mut spins = 0u32;
+            let mut backoff = Backoff::new();
             loop {
                 if let Some(part) = self.claim() {
                     self.run_part(part);
-                    idle = Instant::now();
+                    backoff = Backoff::new();
                     continue;
                 }
                 if self.quit.load(Ordering::Acquire) {
                     return;
                 }
-                spins = spins.wrapping_add(1);
-                if spins.is_multiple_of(64) && idle.elapsed() > SPIN {
+                if !backoff.wait() {
                     break;
                 }
-                std::hint::spin_loop();
             }
             self.sleep();
         }
@@ -236,15 +234,9 @@ impl Pool {
         while let Some(part) = sh.claim() {
             sh.run_part(part);
         }
-        let start = Instant::now();
-        let mut spins = 0u32;
+        let mut backoff = Backoff::new();
         while sh.done.load(Ordering::Acquire) < parts {
-            spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(64) && start.elapsed() > SPIN {
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
-            }
+            backoff.wait();
         }
         // SAFETY: every part is done and none can be claimed: no thread reads the cell now.
         unsafe { *sh.task.get() = None };
@@ -288,6 +280,38 @@ impl Drop for Pool {
         for worker in self.workers.drain(..) {
             let _ = worker.join();
         }
+    }
+}
+
+/// Waiting on an atomic without a lock: a few pause instructions (a part of another thread
+/// usually ends within microseconds), then one yield of the core per check. On an idle machine
+/// a yield returns at once, so the waiter stays as quick as a spinner; on a busy one it lets
+/// the other threads run instead of burning their time.
+struct Backoff {
+    start: Instant,
+    checks: u32,
+}
+
+impl Backoff {
+    /// Checks that only pause before the waiter starts to yield.
+    const PAUSES: u32 = 64;
+
+    fn new() -> Backoff {
+        Backoff {
+            start: Instant::now(),
+            checks: 0,
+        }
+    }
+
+    /// Waits between two checks; false once [`SPIN`] has passed since the start.
+    fn wait(&mut self) -> bool {
+        self.checks = self.checks.saturating_add(1);
+        if self.checks < Self::PAUSES {
+            std::hint::spin_loop();
+            return true;
+        }
+        std::thread::yield_now();
+        self.start.elapsed() <= SPIN
     }
 }
 
