@@ -28,9 +28,13 @@ use std::time::{Duration, Instant};
 pub const MAX_THREADS: usize = 64;
 
 /// The least work (in multiply-adds, or the like) the kernels give a part of its own by
-/// default: handing a part to another core costs about a microsecond, a few thousand
-/// multiply-adds.
+/// default: handing a part to another core costs 0.1 to 1 µs, a few thousand multiply-adds.
 pub const MIN_PART_WORK: usize = 24 * 1024;
+
+/// The environment variable that sets [`Pool::min_part_work`] for the binary's pool: tests and
+/// scripts/cross-build-check.sh set 1 so that even tiny models split every kernel; measurements
+/// may try other values. Only speed depends on it.
+pub const MIN_PART_WORK_ENV_VAR: &str = "LMZIP_THREAD_MIN_WORK";
 
 /// How long an idle worker (and a caller waiting for the last parts) spins before it sleeps
 /// (or yields).

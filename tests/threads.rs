@@ -6,10 +6,10 @@
 
 mod common;
 
-use common::cli::{BIN, ok, output};
+use common::cli::{BIN, assert_usage_error, ok, output, tiny_flags};
 use common::{text, tiny_with};
 use lmzip::codec::{compress_bytes, decompress_bytes};
-use lmzip::pool::Pool;
+use lmzip::pool::{MIN_PART_WORK_ENV_VAR, Pool};
 use lmzip::recipe::{ModelKind, Recipe};
 
 const THREADS: [usize; 3] = [1, 2, 3];
@@ -58,28 +58,25 @@ fn every_thread_count_writes_the_same_bytes_and_decodes_the_others() {
     }
 }
 
-/// Runs the binary with `args`, feeding `stdin`; it must succeed.
+/// Runs the binary with `args`, feeding `stdin`, with pools that split every kernel however
+/// small; it must succeed.
 fn lmzip(args: &[&str], stdin: &[u8]) -> Vec<u8> {
     let mut cmd = assert_cmd::Command::new(BIN);
-    cmd.args(args);
+    cmd.env(MIN_PART_WORK_ENV_VAR, "1").args(args);
     ok(output(cmd, stdin)).stdout
 }
 
-/// Models wide enough that the default pool splits their products, scan and segments (Mamba-1
-/// 128 wide: a 512-row input projection; RWKV-7 128 wide).
 #[test]
 fn the_binary_writes_the_same_bytes_for_every_thread_count() {
-    let input = text(600);
-    for model in ["mamba1", "rwkv7"] {
-        for bptt in [1, 16] {
-            let recipe = format!("cfg:hidden=128,layers=1 mix:off 0..:train(lr=0.003,bptt={bptt})");
-            let name = format!("{model}/bptt{bptt}");
+    let input = text(800);
+    for kind in [ModelKind::Mamba1, ModelKind::Rwkv7] {
+        for bptt in ["1", "16"] {
+            let name = format!("{}/bptt{bptt}", kind.name());
             let packed: Vec<Vec<u8>> = ["1", "2", "3"]
                 .into_iter()
                 .map(|t| {
-                    let args = [
-                        "compress", "-c", "-T", t, "--model", model, "--recipe", &recipe,
-                    ];
+                    let mut args = vec!["compress", "-c", "-T", t, "--bptt", bptt];
+                    args.extend(tiny_flags(kind));
                     lmzip(&args, &input)
                 })
                 .collect();
@@ -88,7 +85,29 @@ fn the_binary_writes_the_same_bytes_for_every_thread_count() {
             for (t, other) in [("1", &packed[2]), ("2", &packed[0]), ("3", &packed[1])] {
                 let back = lmzip(&["decompress", "-c", "-T", t], other);
                 assert!(back == input, "{name}: -T {t} does not decode");
+                let tested = lmzip(&["test", "-T", t], other);
+                assert!(tested.is_empty(), "{name}: test -T {t} writes nothing");
             }
         }
     }
+    // The default level's width with the default pool (no environment): the products of a
+    // 128-wide Mamba-1 split as they do in real runs.
+    let args = ["-c", "-T", "2", "--hidden", "128", "--layers", "1"];
+    let mut cmd = assert_cmd::Command::new(BIN);
+    cmd.args(args);
+    let two = ok(output(cmd, &input)).stdout;
+    let mut cmd = assert_cmd::Command::new(BIN);
+    cmd.args(["-c", "-T", "1", "--hidden", "128", "--layers", "1"]);
+    assert!(
+        ok(output(cmd, &input)).stdout == two,
+        "128 wide: -T 2 wrote other bytes"
+    );
+}
+
+#[test]
+fn a_bad_least_work_per_part_is_a_usage_error() {
+    let mut cmd = assert_cmd::Command::new(BIN);
+    cmd.env(MIN_PART_WORK_ENV_VAR, "lots")
+        .args(["-c", "-T", "2"]);
+    assert_usage_error(&output(cmd, b"abc"), "LMZIP_THREAD_MIN_WORK=\"lots\"");
 }

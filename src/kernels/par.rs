@@ -21,16 +21,7 @@ use crate::pool::{self, Pool};
 
 /// Parts to cut `work` into on `pool`, at most `most`.
 fn parts_for(pool: &Pool, work: usize, most: usize) -> usize {
-    static MIN: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    let min = *MIN.get_or_init(|| {
-        std::env::var("LMZIP_PAR_MIN")
-            .ok()
-            .and_then(|v| v.parse().ok())
-    });
-    match min {
-        Some(m) => (work / m).clamp(1, pool.threads()).min(most.max(1)),
-        None => pool.parts_for(work, most),
-    }
+    pool.parts_for(work, most)
 }
 
 /// `buf` cut at the given ranges of `stride`-wide rows, the last part taking the rest.
