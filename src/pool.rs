@@ -38,13 +38,16 @@ pub const MIN_PART_WORK_ENV_VAR: &str = "LMZIP_THREAD_MIN_WORK";
 
 /// How long an idle worker (and a caller waiting for the last parts) spins before it sleeps
 /// (or yields).
-const SPIN: Duration = Duration::from_micros(100);
+const SPIN: Duration = Duration::from_millis(1);
 
 /// A job: called once with each part index.
 type Task = dyn Fn(usize) + Sync;
 
-/// The job word: `generation << 32 | parts << 16 | next part to claim`.
-const PARTS_SHIFT: u32 = 16;
+/// The job word: `generation << 32 | back << 16 | front`: the parts `front..back` are still
+/// to claim. The caller claims from the front and the workers from the back, so with two
+/// threads each keeps its half of a matrix in its own cache from one call to the next, and a
+/// caller whose worker is slow to come takes the whole job.
+const BACK_SHIFT: u32 = 16;
 const FIELD: u64 = 0xffff;
 
 /// What the caller and the workers share.
@@ -75,20 +78,23 @@ unsafe impl Sync for Shared {}
 
 impl Shared {
     fn claimable(word: u64) -> bool {
-        (word & FIELD) < ((word >> PARTS_SHIFT) & FIELD)
+        (word & FIELD) < ((word >> BACK_SHIFT) & FIELD)
     }
 
-    /// Claims the next part of the current job, if one is left.
-    fn claim(&self) -> Option<usize> {
+    /// Claims a part of the current job, if one is left: the first (the caller) or the last
+    /// (a worker).
+    fn claim(&self, from_back: bool) -> Option<usize> {
         let mut word = self.job.load(Ordering::Acquire);
         while Self::claimable(word) {
-            match self.job.compare_exchange_weak(
-                word,
-                word + 1,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return Some((word & FIELD) as usize),
+            let (claimed, next) = if from_back {
+                let back = (word >> BACK_SHIFT) & FIELD;
+                (back - 1, word - (1 << BACK_SHIFT))
+            } else {
+                (word & FIELD, word + 1)
+            };
+            let (success, failure) = (Ordering::AcqRel, Ordering::Acquire);
+            match self.job.compare_exchange_weak(word, next, success, failure) {
+                Ok(_) => return Some(claimed as usize),
                 Err(now) => word = now,
             }
         }
@@ -112,7 +118,7 @@ impl Shared {
         loop {
             let mut backoff = Backoff::new();
             loop {
-                if let Some(part) = self.claim() {
+                if let Some(part) = self.claim(true) {
                     self.run_part(part);
                     backoff = Backoff::new();
                     continue;
@@ -232,10 +238,10 @@ impl Pool {
         unsafe { *sh.task.get() = Some(task) };
         sh.done.store(0, Ordering::Relaxed);
         let generation = (sh.job.load(Ordering::Relaxed) >> 32).wrapping_add(1) & 0xffff_ffff;
-        let word = (generation << 32) | ((parts as u64) << PARTS_SHIFT);
+        let word = (generation << 32) | ((parts as u64) << BACK_SHIFT);
         sh.job.store(word, Ordering::SeqCst);
         sh.wake_sleepers();
-        while let Some(part) = sh.claim() {
+        while let Some(part) = sh.claim(false) {
             sh.run_part(part);
         }
         let mut backoff = Backoff::new();
