@@ -77,7 +77,11 @@ fn learn(c: &mut Criterion) {
 fn threads(c: &mut Criterion) {
     let pool = Pool::new(2).unwrap();
     c.bench_function("pool run two empty parts", |b| {
-        b.iter(|| pool.run(2, &|part| drop(black_box(part))))
+        b.iter(|| {
+            pool.run(2, &|part| {
+                black_box(part);
+            })
+        })
     });
     let (rows, cols) = (512, 128);
     let w: Vec<f32> = (0..rows * cols).map(|i| (i % 17) as f32 * 0.01).collect();

@@ -261,7 +261,7 @@ impl Pool {
         self.run(items.len(), &|i| {
             // SAFETY: `run` calls this once for each `i < items.len()`, so each item is
             // borrowed by one thread at a time, and `items` outlives the call.
-            let item = unsafe { base.item(i) };
+            let item = unsafe { &mut *base.at(i) };
             f(i, item)
         });
     }
@@ -333,11 +333,9 @@ struct ItemsPtr<T>(*mut T);
 unsafe impl<T: Send> Sync for ItemsPtr<T> {}
 
 impl<T> ItemsPtr<T> {
-    /// # Safety
-    /// `i` is in bounds and no other reference to item `i` is alive.
-    unsafe fn item(&self, i: usize) -> &mut T {
-        // SAFETY: the caller's promise.
-        unsafe { &mut *self.0.add(i) }
+    /// The address of item `i` (a method, so that closures capture the whole Sync wrapper).
+    fn at(&self, i: usize) -> *mut T {
+        self.0.wrapping_add(i)
     }
 }
 

@@ -315,7 +315,7 @@ impl Settings {
                 // level: `tar -I 'lmzip -3 --hidden 64'` then works both ways.
                 let mode = &cli.mode;
                 let a = cli.top;
-                let threads = resolve_threads(a.blocks.threads);
+                let threads = network_threads(a.blocks.threads);
                 if mode.decompress {
                     let output = output_from(&a.output, a.input.files.len())?;
                     one_input_for(
@@ -348,11 +348,11 @@ impl Settings {
                     output,
                     save_weights: a.weights.save_weights,
                 };
-                let threads = resolve_threads(a.threads);
+                let threads = network_threads(a.threads);
                 (job, a.input, a.weights.weights, threads)
             }
             Some(Command::Test(a)) => {
-                let threads = resolve_threads(a.threads);
+                let threads = network_threads(a.threads);
                 (Job::Test, a.input, a.weights, threads)
             }
             Some(Command::Info(a)) => (Job::Info, files_only(a.files), None, 1),
@@ -432,7 +432,7 @@ fn compress_job(a: CompressArgs) -> Result<(Job, InputArgs, Option<PathBuf>, usi
             }
             Some(BlockPlan {
                 size,
-                threads: resolve_threads(a.blocks.threads),
+                threads: resolve_threads(a.blocks.threads.unwrap_or(1)),
             })
         }
         None => None,
@@ -440,7 +440,7 @@ fn compress_job(a: CompressArgs) -> Result<(Job, InputArgs, Option<PathBuf>, usi
     // Threads go to blocks first: each block is coded on one thread.
     let threads = match blocks {
         Some(_) => 1,
-        None => resolve_threads(a.blocks.threads),
+        None => network_threads(a.blocks.threads),
     };
     let job = Job::Compress {
         plan: Box::new(plan),
@@ -452,6 +452,19 @@ fn compress_job(a: CompressArgs) -> Result<(Job, InputArgs, Option<PathBuf>, usi
         stats: a.stats,
     };
     Ok((job, a.input, weights, threads))
+}
+
+/// Most threads a stream's network gets when `-T` is not given (one per core up to this): the
+/// per-byte products of the levels' networks fill two parts at most, and only a segment's
+/// gradients have work for more (README, "Threads").
+const DEFAULT_NETWORK_THREADS_MAX: usize = 4;
+
+/// The threads of a stream's network for `-T` (given or not).
+fn network_threads(given: Option<usize>) -> usize {
+    match given {
+        Some(threads) => resolve_threads(threads),
+        None => resolve_threads(0).min(DEFAULT_NETWORK_THREADS_MAX),
+    }
 }
 
 /// `-T 0` means one thread per core.
