@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Checks that a file decodes on any build and SIMD path (docs/determinism.md): builds lmzip three
-# ways — default flags, -C target-cpu=x86-64-v3 and -C target-cpu=native — and runs each build
-# with every kernel path this CPU has (LMZIP_SIMD=portable, avx2), compresses a set of inputs
+# Checks that a file decodes on any build, SIMD path and thread count (docs/determinism.md):
+# builds lmzip three ways — default flags, -C target-cpu=x86-64-v3 and -C target-cpu=native —
+# and runs each build with every kernel path this CPU has (LMZIP_SIMD=portable, avx2) on one
+# thread, and the default build with each path on more (-T, every kernel split however small:
+# LMZIP_THREAD_MIN_WORK=1), compresses a set of inputs
 # with each model and training schedule on every build and path, requires the compressed bytes
 # of all of them to be identical, and decodes every output with every build and path. Prints a
 # table and exits with status 1 on any difference or failed decode.
@@ -13,6 +15,8 @@
 #   PREFIX=N         bytes taken from each file (default 8192)
 #   SIMD_PATHS       the LMZIP_SIMD values to try (default "portable avx2"); a path this CPU
 #                    lacks is left out, and said so
+#   THREADS          the thread counts above 1 the default build also runs with (default "2";
+#                    empty: one thread only)
 #   CROSS_BUILD_DIR  where the two flagged builds go (default: TARGET/cross-build, TARGET being
 #                    $CARGO_TARGET_DIR or ./target); the default build uses TARGET itself, so
 #                    after `cargo test --release` it is already there
@@ -93,6 +97,7 @@ done
 run_labels=()
 run_bins=()
 run_simd=()
+run_threads=()
 for path in ${SIMD_PATHS:-portable avx2}; do
     # A path this CPU lacks makes lmzip exit with a usage error before any work.
     if ! printf 'x' | LMZIP_SIMD=$path "${bins[${runnable[0]}]}" compress -q -c --hidden 16 \
@@ -104,6 +109,13 @@ for path in ${SIMD_PATHS:-portable avx2}; do
         run_labels+=("${names[$i]}/$path")
         run_bins+=("${bins[$i]}")
         run_simd+=("$path")
+        run_threads+=(1)
+    done
+    for t in ${THREADS-2}; do
+        run_labels+=("${names[${runnable[0]}]}/$path/T$t")
+        run_bins+=("${bins[${runnable[0]}]}")
+        run_simd+=("$path")
+        run_threads+=("$t")
     done
 done
 if [ "${#run_labels[@]}" -eq 0 ]; then
@@ -198,8 +210,8 @@ for input in "${inputs[@]}"; do
             first=""
             for r in "${!run_labels[@]}"; do
                 out="$case.${run_labels[$r]//\//-}.lmz"
-                if ! LMZIP_SIMD=${run_simd[$r]} "${run_bins[$r]}" compress -q -c "${args[@]}" \
-                    "$input" >"$out"; then
+                if ! LMZIP_SIMD=${run_simd[$r]} LMZIP_THREAD_MIN_WORK=1 "${run_bins[$r]}" \
+                    compress -q -c -T "${run_threads[$r]}" "${args[@]}" "$input" >"$out"; then
                     echo "${run_labels[$r]}: compress failed: $name ${args[*]}" >&2
                     same=FAILED
                     continue
@@ -224,8 +236,9 @@ for input in "${inputs[@]}"; do
             for out in "${outputs[@]}"; do
                 for r in "${!run_labels[@]}"; do
                     total=$((total + 1))
-                    if LMZIP_SIMD=${run_simd[$r]} "${run_bins[$r]}" decompress -q -c "$out" \
-                        2>/dev/null | cmp -s - "$input"; then
+                    if LMZIP_SIMD=${run_simd[$r]} LMZIP_THREAD_MIN_WORK=1 "${run_bins[$r]}" \
+                        decompress -q -c -T "${run_threads[$r]}" "$out" 2>/dev/null |
+                        cmp -s - "$input"; then
                         ok=$((ok + 1))
                     else
                         echo "${run_labels[$r]} cannot decode $(basename "$out")" >&2

@@ -20,6 +20,7 @@ pub mod mix;
 pub mod model;
 pub mod modelfile;
 pub mod params;
+pub mod pool;
 pub mod predictor;
 pub mod recipe;
 pub mod resume;

@@ -179,9 +179,11 @@ pub struct BlockArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub block_size: Option<u64>,
 
-    /// Threads for --block-size (0: one per core); the output is the same for every count
-    #[arg(short = 'T', long, value_name = "N", default_value_t = 1)]
-    pub threads: usize,
+    /// Threads, 0 for one per core: the network's products, scan and segment gradients split
+    /// over them (default: one per core, at most 4), or with --block-size, blocks are coded in
+    /// parallel, one thread each (default 1); the output is the same for every count
+    #[arg(short = 'T', long, value_name = "N")]
+    pub threads: Option<usize>,
 }
 
 #[derive(Debug, Args)]
@@ -194,6 +196,11 @@ pub struct DecompressArgs {
 
     #[command(flatten)]
     pub weights: WeightsArgs,
+
+    /// Threads the network's products and scan split over, 0 for one per core (default: one
+    /// per core, at most 4); the output is the same for every count
+    #[arg(short = 'T', long, value_name = "N")]
+    pub threads: Option<usize>,
 }
 
 #[derive(Debug, Args)]
@@ -204,6 +211,11 @@ pub struct TestArgs {
     /// The model file the streams start from, if they do (the header names its SHA-256)
     #[arg(long, value_name = "FILE")]
     pub weights: Option<PathBuf>,
+
+    /// Threads the network's products and scan split over, 0 for one per core (default: one
+    /// per core, at most 4); the output is the same for every count
+    #[arg(short = 'T', long, value_name = "N")]
+    pub threads: Option<usize>,
 }
 
 #[derive(Debug, Args)]

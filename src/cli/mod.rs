@@ -26,6 +26,8 @@ mod stats;
 use std::ffi::OsString;
 use std::process::ExitCode;
 
+use crate::pool;
+
 use clap::{CommandFactory, FromArgMatches};
 
 pub use args::Cli;
@@ -99,7 +101,34 @@ where
     {
         say(format_args!("lmzip: warning: cannot handle signals: {e}"));
     }
-    ExitCode::from(run_all(&settings, &shared))
+    // One pool for the run: the kernels of every stream coded on this thread split over it.
+    let pool = match start_pool(settings.threads) {
+        Ok(pool) => pool,
+        Err((status, e)) => {
+            say(format_args!("lmzip: {e}"));
+            return ExitCode::from(status);
+        }
+    };
+    ExitCode::from(pool.install(|| run_all(&settings, &shared)))
+}
+
+/// The kernels' pool of `threads`, with the least work per part from
+/// [`pool::MIN_PART_WORK_ENV_VAR`] if set (a value that is not a number is a usage error).
+fn start_pool(threads: usize) -> Result<pool::Pool, (u8, String)> {
+    let var = pool::MIN_PART_WORK_ENV_VAR;
+    let min_work = match std::env::var(var) {
+        Ok(v) if !v.is_empty() => Some(v.parse::<usize>().map_err(|_| {
+            let msg = format!("{var}={v:?} is not a number of multiply-adds");
+            (USAGE_STATUS, msg)
+        })?),
+        _ => None,
+    };
+    let pool = pool::Pool::new(threads)
+        .map_err(|e| (1, format!("cannot start {threads} threads: {e}")))?;
+    Ok(match min_work {
+        Some(work) => pool.with_min_part_work(work),
+        None => pool,
+    })
 }
 
 /// The version line: the release, and the versions of the file format and of the numerics a

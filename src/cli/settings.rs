@@ -116,6 +116,9 @@ pub struct Settings {
     pub recursive: bool,
     /// The suffix of compressed files (`.lmz`).
     pub suffix: String,
+    /// Threads the network's kernels split over when a stream is coded (1 with
+    /// `--block-size`, whose blocks take the threads instead).
+    pub threads: usize,
 }
 
 /// The suffix of compressed files unless `-S` names another.
@@ -306,12 +309,13 @@ impl Settings {
             (false, 1) => Verbosity::Verbose,
             (false, _) => Verbosity::Detailed,
         };
-        let (job, input, weights) = match cli.command {
+        let (job, input, weights, threads) = match cli.command {
             None => {
                 // With -d, -t or -l the compression options are ignored, as zstd ignores a
                 // level: `tar -I 'lmzip -3 --hidden 64'` then works both ways.
                 let mode = &cli.mode;
                 let a = cli.top;
+                let threads = network_threads(a.blocks.threads);
                 if mode.decompress {
                     let output = output_from(&a.output, a.input.files.len())?;
                     one_input_for(
@@ -323,11 +327,11 @@ impl Settings {
                         output,
                         save_weights: a.weights.save_weights,
                     };
-                    (job, a.input, a.weights.weights)
+                    (job, a.input, a.weights.weights, threads)
                 } else if mode.test {
-                    (Job::Test, a.input, a.weights.weights)
+                    (Job::Test, a.input, a.weights.weights, threads)
                 } else if mode.list {
-                    (Job::List, a.input, None)
+                    (Job::List, a.input, None, 1)
                 } else {
                     compress_job(a)?
                 }
@@ -344,11 +348,15 @@ impl Settings {
                     output,
                     save_weights: a.weights.save_weights,
                 };
-                (job, a.input, a.weights.weights)
+                let threads = network_threads(a.threads);
+                (job, a.input, a.weights.weights, threads)
             }
-            Some(Command::Test(a)) => (Job::Test, a.input, a.weights),
-            Some(Command::Info(a)) => (Job::Info, files_only(a.files), None),
-            Some(Command::List(a)) => (Job::List, files_only(a.files), None),
+            Some(Command::Test(a)) => {
+                let threads = network_threads(a.threads);
+                (Job::Test, a.input, a.weights, threads)
+            }
+            Some(Command::Info(a)) => (Job::Info, files_only(a.files), None, 1),
+            Some(Command::List(a)) => (Job::List, files_only(a.files), None, 1),
             Some(Command::Completions { .. } | Command::Man) => {
                 bail!("completions and man are handled before settings")
             }
@@ -376,6 +384,7 @@ impl Settings {
             no_progress: cli.talk.no_progress,
             recursive: input.recursive,
             suffix,
+            threads,
         })
     }
 }
@@ -388,8 +397,9 @@ fn files_only(files: Vec<PathBuf>) -> InputArgs {
     }
 }
 
-/// The compression job of `lmzip compress` and of `lmzip` without a command.
-fn compress_job(a: CompressArgs) -> Result<(Job, InputArgs, Option<PathBuf>)> {
+/// The compression job of `lmzip compress` and of `lmzip` without a command, and the
+/// threads of the network's kernels.
+fn compress_job(a: CompressArgs) -> Result<(Job, InputArgs, Option<PathBuf>, usize)> {
     let plan = RecipePlan::from_args(&a.model, a.level.level);
     let weights = match (&a.weights.weights, plan.file_in_text()) {
         (Some(_), Some(_)) => {
@@ -422,10 +432,15 @@ fn compress_job(a: CompressArgs) -> Result<(Job, InputArgs, Option<PathBuf>)> {
             }
             Some(BlockPlan {
                 size,
-                threads: resolve_threads(a.blocks.threads),
+                threads: resolve_threads(a.blocks.threads.unwrap_or(1)),
             })
         }
         None => None,
+    };
+    // Threads go to blocks first: each block is coded on one thread.
+    let threads = match blocks {
+        Some(_) => 1,
+        None => network_threads(a.blocks.threads),
     };
     let job = Job::Compress {
         plan: Box::new(plan),
@@ -436,7 +451,20 @@ fn compress_job(a: CompressArgs) -> Result<(Job, InputArgs, Option<PathBuf>)> {
         blocks,
         stats: a.stats,
     };
-    Ok((job, a.input, weights))
+    Ok((job, a.input, weights, threads))
+}
+
+/// Most threads a stream's network gets when `-T` is not given (one per core up to this): the
+/// per-byte products of the levels' networks fill two parts at most, and only a segment's
+/// gradients have work for more (README, "Threads").
+const DEFAULT_NETWORK_THREADS_MAX: usize = 4;
+
+/// The threads of a stream's network for `-T` (given or not).
+fn network_threads(given: Option<usize>) -> usize {
+    match given {
+        Some(threads) => resolve_threads(threads),
+        None => resolve_threads(0).min(DEFAULT_NETWORK_THREADS_MAX),
+    }
 }
 
 /// `-T 0` means one thread per core.

@@ -45,6 +45,7 @@ mod simd;
 mod avx2;
 pub mod dispatch;
 pub mod math;
+mod par;
 mod portable;
 pub mod scalar;
 mod scan;
@@ -217,6 +218,26 @@ impl Kernels {
         on_path!(self, linear_backward_steps(w, x, g, g_x, g_w, dims))
     }
 
+    /// The weight-gradient half of [`Kernels::linear_backward_steps`] for the rows `g_w`
+    /// holds, `g` starting at the first's coefficient.
+    #[inline]
+    pub fn weight_grad_steps(self, x: &[&[f32]], g: steps::Rows, g_w: &mut [f32], cols: usize) {
+        on_path!(self, weight_grad_steps(x, g, g_w, cols))
+    }
+
+    /// The input-gradient half of [`Kernels::linear_backward_steps`] for `n` steps.
+    #[inline]
+    pub fn input_grad_steps(
+        self,
+        w: &[f32],
+        g: steps::Rows,
+        g_x: (&mut [f32], usize),
+        n: usize,
+        dims: (usize, usize),
+    ) {
+        on_path!(self, input_grad_steps(w, g, g_x, n, dims))
+    }
+
     #[inline]
     pub fn scan_forward(self, x: &ScanInput, ssm: &mut [f32], da: &mut [f32], y_pre: &mut [f32]) {
         on_path!(self, scan_forward(x, ssm, da, y_pre))
@@ -273,7 +294,7 @@ pub fn dot_in_order(a: &[f32], b: &[f32]) -> f32 {
 /// Matrix-vector product `y = W x` for a row-major `W` of `rows × cols`.
 #[inline]
 pub fn gemv(w: &[f32], x: &[f32], y: &mut [f32], rows: usize, cols: usize) {
-    Kernels::active().gemv(w, x, y, rows, cols)
+    par::gemv(Kernels::active(), w, x, y, rows, cols)
 }
 
 /// Transposed product `out = Wᵀ g` for a row-major `W` of `rows × cols` (`out` has `cols`
@@ -382,7 +403,7 @@ pub fn silu_into(x: &[f32], out: &mut [f32], sig: &mut [f32]) {
 /// [`dot`]`(s', C) + D·u`; lanes run over the state index (`scan` module).
 #[inline]
 pub fn scan_forward(x: &ScanInput, ssm: &mut [f32], da: &mut [f32], y_pre: &mut [f32]) {
-    Kernels::active().scan_forward(x, ssm, da, y_pre)
+    par::scan_forward(Kernels::active(), x, ssm, da, y_pre)
 }
 
 /// Backward of [`scan_forward`] from `g_y_pre = dL/dy_pre`: writes `g.u`, `g.dt` (before

@@ -91,6 +91,25 @@ macro_rules! entry_points {
             super::simd::linear_backward_steps::<$V>(w, x, g, (g_x, gx_stride), g_w, (rows, cols))
         }
         $(#[$attr])*
+        pub(super) fn weight_grad_steps(
+            x: &[&[f32]],
+            g: super::steps::Rows,
+            g_w: &mut [f32],
+            cols: usize,
+        ) {
+            super::simd::weight_grad_steps::<$V>(x, g, g_w, cols)
+        }
+        $(#[$attr])*
+        pub(super) fn input_grad_steps(
+            w: &[f32],
+            g: super::steps::Rows,
+            g_x: (&mut [f32], usize),
+            n: usize,
+            dims: (usize, usize),
+        ) {
+            super::simd::input_grad_steps::<$V>(w, g, g_x, n, dims)
+        }
+        $(#[$attr])*
         pub(super) fn scan_forward(
             x: &super::ScanInput,
             ssm: &mut [f32],
@@ -352,77 +371,108 @@ pub(super) fn linear_backward_acc<V: Lanes8>(
 /// registers over the steps: eight independent chains of additions keep the adder busy.
 const GW_BLOCKS: usize = 8;
 
-/// See [`super::steps::linear_backward_steps`] (after its zeroing of `g_x`): row by row of
-/// `W`, the weight gradient's row receives its steps' products in descending step order, 64
-/// columns at a time held in registers over the steps; then each step's input gradient gets the
-/// rows' products in ascending row order, as one [`axpy`] per row (four rows in one pass where
-/// none is skipped). Steps whose `g_t[r]` is zero are skipped.
+/// See [`super::steps::linear_backward_steps`] (after its zeroing of `g_x`): the weight
+/// gradient ([`weight_grad_steps`]) and then the input gradients ([`input_grad_steps`]), which
+/// write different buffers.
 #[inline(always)]
 pub(super) fn linear_backward_steps<V: Lanes8>(
     w: &[f32],
     x: &[&[f32]],
     g: super::steps::Rows,
     (g_x, gx_stride): (&mut [f32], usize),
-    mut g_w: Option<&mut [f32]>,
+    g_w: Option<&mut [f32]>,
     (rows, cols): (usize, usize),
+) {
+    if cols == 0 {
+        return;
+    }
+    if let Some(gw) = g_w {
+        weight_grad_steps::<V>(x, g, &mut gw[..rows * cols], cols);
+    }
+    input_grad_steps::<V>(w, g, (g_x, gx_stride), x.len(), (rows, cols));
+}
+
+/// The weight gradient of a segment's linear backward, for the rows `g_w` holds (`g_w.len() /
+/// cols` of them; `g` starts at the first's coefficient): row by row, the gradient's row
+/// receives its steps' products in descending step order, 64 columns at a time held in
+/// registers over the steps. Steps whose `g_t[r]` is zero are skipped. Rows are independent, so
+/// any split of them computes the same bits.
+#[inline(always)]
+pub(super) fn weight_grad_steps<V: Lanes8>(
+    x: &[&[f32]],
+    g: super::steps::Rows,
+    g_w: &mut [f32],
+    cols: usize,
 ) {
     let n = x.len();
     if cols == 0 {
         return;
     }
     let x: Vec<&[f32]> = x.iter().map(|xt| &xt[..cols]).collect();
-    for r in 0..rows {
+    for (r, gw_row) in g_w.chunks_exact_mut(cols).enumerate() {
         let gr = |t: usize| g.data[t * g.stride + r];
-        if let Some(gw) = g_w.as_deref_mut() {
-            let gw_row = &mut gw[r * cols..(r + 1) * cols];
-            let (gw8, gw_tail) = gw_row.as_chunks_mut::<LANES>();
-            let full = gw8.len() * LANES;
-            let (groups, rest) = gw8.as_chunks_mut::<GW_BLOCKS>();
-            for (b, group) in groups.iter_mut().enumerate() {
-                let xs = |t: usize| &x[t][b * GW_BLOCKS * LANES..(b + 1) * GW_BLOCKS * LANES];
-                let mut acc: [V; GW_BLOCKS] = std::array::from_fn(|q| V::load(&group[q]));
-                for t in (0..n).rev() {
-                    let a = gr(t);
-                    if a == 0.0 {
-                        continue;
-                    }
-                    let av = V::splat(a);
-                    let (x8, _) = xs(t).as_chunks::<LANES>();
-                    for q in 0..GW_BLOCKS {
-                        acc[q] = acc[q].add(av.mul(V::load(&x8[q])));
-                    }
+        let (gw8, gw_tail) = gw_row.as_chunks_mut::<LANES>();
+        let full = gw8.len() * LANES;
+        let (groups, rest) = gw8.as_chunks_mut::<GW_BLOCKS>();
+        for (b, group) in groups.iter_mut().enumerate() {
+            let xs = |t: usize| &x[t][b * GW_BLOCKS * LANES..(b + 1) * GW_BLOCKS * LANES];
+            let mut acc: [V; GW_BLOCKS] = std::array::from_fn(|q| V::load(&group[q]));
+            for t in (0..n).rev() {
+                let a = gr(t);
+                if a == 0.0 {
+                    continue;
                 }
+                let av = V::splat(a);
+                let (x8, _) = xs(t).as_chunks::<LANES>();
                 for q in 0..GW_BLOCKS {
-                    acc[q].store(&mut group[q]);
+                    acc[q] = acc[q].add(av.mul(V::load(&x8[q])));
                 }
             }
-            let done = groups.len() * GW_BLOCKS;
-            for (q, blk) in rest.iter_mut().enumerate() {
-                let at = (done + q) * LANES;
-                let mut acc = V::load(blk);
-                for t in (0..n).rev() {
-                    let a = gr(t);
-                    if a != 0.0 {
-                        let xv = V::load(x[t][at..at + LANES].try_into().unwrap());
-                        acc = acc.add(V::splat(a).mul(xv));
-                    }
-                }
-                acc.store(blk);
-            }
-            for (j, gwj) in gw_tail.iter_mut().enumerate() {
-                let mut v = *gwj;
-                for t in (0..n).rev() {
-                    let a = gr(t);
-                    if a != 0.0 {
-                        v += a * x[t][full + j];
-                    }
-                }
-                *gwj = v;
+            for q in 0..GW_BLOCKS {
+                acc[q].store(&mut group[q]);
             }
         }
+        let done = groups.len() * GW_BLOCKS;
+        for (q, blk) in rest.iter_mut().enumerate() {
+            let at = (done + q) * LANES;
+            let mut acc = V::load(blk);
+            for t in (0..n).rev() {
+                let a = gr(t);
+                if a != 0.0 {
+                    let xv = V::load(x[t][at..at + LANES].try_into().unwrap());
+                    acc = acc.add(V::splat(a).mul(xv));
+                }
+            }
+            acc.store(blk);
+        }
+        for (j, gwj) in gw_tail.iter_mut().enumerate() {
+            let mut v = *gwj;
+            for t in (0..n).rev() {
+                let a = gr(t);
+                if a != 0.0 {
+                    v += a * x[t][full + j];
+                }
+            }
+            *gwj = v;
+        }
     }
-    // g_x[t] += g_t[r]·W[r] for the rows in ascending order: four rows per pass over g_x[t]
-    // where all four coefficients are non-zero, otherwise one row at a time.
+}
+
+/// The input gradients of a segment's linear backward for `n` steps (`g` and `g_x` start at the
+/// first): `g_x[t] += g_t[r]·W[r]` for the rows in ascending order, as one [`axpy`] per row
+/// (four rows in one pass where none is skipped); rows whose `g_t[r]` is zero are skipped.
+/// Steps are independent, so any split of them computes the same bits.
+#[inline(always)]
+pub(super) fn input_grad_steps<V: Lanes8>(
+    w: &[f32],
+    g: super::steps::Rows,
+    (g_x, gx_stride): (&mut [f32], usize),
+    n: usize,
+    (rows, cols): (usize, usize),
+) {
+    if cols == 0 {
+        return;
+    }
     let w_rows: Vec<&[f32]> = w.chunks_exact(cols).take(rows).collect();
     for (q, quad) in w_rows.chunks(4).enumerate() {
         for t in (0..n).rev() {

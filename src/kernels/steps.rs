@@ -56,7 +56,7 @@ pub fn linear_backward_steps(
         assert!(gw.len() >= rows * cols);
     }
     let g_x = (g_x, gx_stride);
-    Kernels::active().linear_backward_steps(w, x, g, g_x, g_w, (rows, cols))
+    super::par::linear_backward_steps(Kernels::active(), w, x, g, g_x, g_w, (rows, cols))
 }
 
 /// `y_t = W x_t` for the steps `t = 0..n`: the bits of [`super::gemv`] per step, each row of `W`
@@ -77,7 +77,7 @@ pub fn gemv_steps(
         }
         return;
     }
-    Kernels::active().gemv_steps(w, x, (y, y_stride), (rows, cols))
+    super::par::gemv_steps(Kernels::active(), w, x, (y, y_stride), (rows, cols))
 }
 
 #[cfg(test)]
