@@ -30,7 +30,7 @@ use crate::params::{Group, ParamSet, Slot};
 use crate::recipe::schedule::Schedule;
 use crate::recipe::{Action, Base, ModelConfig, Recipe, TrainSpec};
 use crate::resume;
-use crate::train::optim::{Hyper, Optimizer, TouchedRows};
+use crate::train::optim::{AdamSettings, Hyper, Optimizer, TouchedRows};
 use crate::train::tbptt::{self, Tbptt};
 use crate::train::{logit_gradient, softmax_pdf};
 
@@ -213,7 +213,13 @@ impl<N: Network> Predictor<N> {
             &self.net,
             &mut self.state,
         )?;
-        self.optimizer.restore(r.moments, r.adam_steps);
+        // The running products of Adam's βs take the saved action's constants (those of a
+        // bare train when it only inferred).
+        let adam = match &r.action {
+            Action::Train(t) => t.adam,
+            Action::Infer => AdamSettings::DEFAULT,
+        };
+        self.optimizer.restore(r.moments, r.adam_steps, &adam);
         self.position_before = r.position;
         let relearn = (r.replay.len() - 1) as u64;
         let start = r
@@ -406,6 +412,8 @@ fn hyper(spec: &TrainSpec) -> Hyper {
         kind: spec.optimizer,
         lr: spec.lr,
         clip: spec.clip,
+        adam: spec.adam,
+        rate: spec.rate,
     }
 }
 

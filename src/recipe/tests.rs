@@ -3,6 +3,8 @@
 
 use super::*;
 use crate::params::Scope;
+use crate::train::optim::AdamSettings;
+use crate::train::rate::RateSchedule;
 
 #[test]
 fn the_mix_item_parses_prints_and_edits() {
@@ -204,6 +206,8 @@ fn the_train_key_table_gives_defaults_order_and_messages() {
             bptt: 1,
             clip: 0.0,
             state: LiveState::Rebuild,
+            adam: AdamSettings::DEFAULT,
+            rate: RateSchedule::NONE,
         };
         assert_eq!(t, expected);
         t.validate(kind).unwrap();
@@ -213,7 +217,8 @@ fn the_train_key_table_gives_defaults_order_and_messages() {
     let err = mamba().edit("0..:train(bppt=8)", None).unwrap_err();
     assert_eq!(
         err.message,
-        "train has no key 'bppt' (keys: scope, opt, lr, stride, bptt, clip, state)"
+        "train has no key 'bppt' (keys: scope, opt, lr, stride, bptt, clip, state, b1, b2, eps, \
+         b2warm, warmup, decay, power, floor)"
     );
     let stored = mamba().to_text().replace(",lr=0.0005", "");
     let err = Recipe::parse(&stored).unwrap_err();
@@ -221,6 +226,80 @@ fn the_train_key_table_gives_defaults_order_and_messages() {
         err.message,
         "a stored recipe gives every train key; missing: lr"
     );
+}
+
+#[test]
+fn optimizer_and_rate_keys_read_print_and_keep_old_texts() {
+    let r = mamba()
+        .edit(
+            "0..:train(b1=0,b2=0.9995,eps=1e-6,b2warm=1,warmup=100,decay=4e-4,power=0.75,floor=0.3)",
+            None,
+        )
+        .unwrap();
+    let Some(Action::Train(t)) = r.actions().next().cloned() else {
+        panic!("a train action")
+    };
+    let adam = AdamSettings {
+        beta1: 0.0,
+        beta2: 0.9995,
+        eps: 1e-6,
+        beta2_warmup: true,
+    };
+    let rate = RateSchedule {
+        warmup: 100,
+        decay: 4e-4,
+        power: 0.75,
+        floor: 0.3,
+    };
+    assert_eq!((t.adam, t.rate), (adam, rate));
+    let text = r.to_text();
+    assert!(
+        text.ends_with(
+            ",clip=0,b1=0,b2=0.9995,eps=1e-6,b2warm=1,warmup=100,decay=0.0004,power=0.75,floor=0.3)"
+        ),
+        "{text}"
+    );
+    let back = Recipe::parse(&text).unwrap();
+    assert_eq!(back, r);
+    assert_eq!(back.to_text(), text);
+    // At their implicit values the keys are left out, so old texts print as they did.
+    let plain = mamba()
+        .edit(
+            "0..:train(lr=0.0005,bptt=16,b1=0.9,b2=0.999,eps=0.00000001,b2warm=0,warmup=0,\
+             decay=0,power=0.5,floor=0)",
+            None,
+        )
+        .unwrap();
+    assert_eq!(plain, mamba());
+    assert!(
+        plain.to_text().ends_with(",bptt=16,clip=0)"),
+        "{}",
+        plain.to_text()
+    );
+}
+
+#[test]
+fn optimizer_and_rate_keys_out_of_range_are_named() {
+    for (text, message) in [
+        ("b1=1", "b1 1 is out of range (0..=0.99999)"),
+        ("b2=-0.1", "b2 -0.1 is out of range (0..=0.99999)"),
+        ("eps=0", "eps 0e0 is out of range (1e-30..=1)"),
+        ("b2warm=2", "b2warm is 0 or 1"),
+        ("warmup=-1", "warmup is a whole number"),
+        (
+            "warmup=2000000000",
+            "warmup 2000000000 is out of range (0..=1073741824)",
+        ),
+        ("decay=2", "decay 2 is out of range (0..=1)"),
+        ("power=5", "power 5 is out of range (0..=4)"),
+        ("floor=1.5", "floor 1.5 is out of range (0..=1)"),
+    ] {
+        let recipe = format!("0..:train({text})");
+        let err = mamba().edit(&recipe, None).unwrap_err();
+        assert_eq!(err.message, message, "{recipe}");
+        let value = text.split('=').nth(1).unwrap();
+        assert_eq!(&recipe[err.at..err.at + err.len], value, "{recipe}");
+    }
 }
 
 #[test]

@@ -245,11 +245,7 @@ mod tests {
     }
 
     fn sgd() -> Hyper {
-        Hyper {
-            kind: OptimizerKind::Sgd,
-            lr: 1.0,
-            clip: 0.0,
-        }
+        Hyper::plain(OptimizerKind::Sgd, 1.0, 0.0)
     }
 
     /// Codes `text` (each byte predicting the next) through the driver in segments of `window`
