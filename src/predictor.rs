@@ -230,7 +230,9 @@ impl<N: Network> Predictor<N> {
         if relearn > 0 {
             let ok = match &r.action {
                 Action::Train(t) => {
-                    t.bptt > 1 && start % t.stride as u64 == 0 && relearn < t.bptt as u64
+                    // Grown windows start wherever the last one ended.
+                    let aligned = t.bptt0 > 0 || start % t.stride as u64 == 0;
+                    t.bptt > 1 && aligned && relearn < t.bptt as u64
                 }
                 Action::Infer => false,
             };
@@ -319,9 +321,12 @@ impl<N: Network> Predictor<N> {
                 net.forward(&self.params, &mut self.state, token, Some(trace))
             }
             Prepared::Segment => {
-                let window = match &self.run.action {
-                    Action::Train(t) => t.bptt,
-                    Action::Infer => 1,
+                let (window, length) = match &self.run.action {
+                    Action::Train(t) => {
+                        let steps = self.optimizer.steps();
+                        (t.bptt, tbptt::grown_window(t.bptt0, t.grow, t.bptt, steps))
+                    }
+                    Action::Infer => (1, 1),
                 };
                 // A new window needs new buffers; the old segment was trained on when its run
                 // ended, so nothing is lost.
@@ -332,6 +337,9 @@ impl<N: Network> Predictor<N> {
                 let seg = self
                     .segment
                     .get_or_insert_with(|| Box::new(Tbptt::new(net, window, tbptt::CHUNK)));
+                if seg.start().is_none() {
+                    seg.set_length(length);
+                }
                 seg.forward(&mut self.net, &self.params, &mut self.state, token)
             }
         };

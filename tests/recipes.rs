@@ -105,6 +105,12 @@ fn adam_and_rate() -> impl Strategy<Value = (AdamSettings, RateSchedule)> {
 }
 
 fn action(groups: usize) -> impl Strategy<Value = Action> {
+    let settings = prop_oneof![
+        Just((AdamSettings::DEFAULT, RateSchedule::NONE)),
+        adam_and_rate()
+    ];
+    // Growing windows (contiguous segments only): the first window, reduced below, and `grow`.
+    let growth = prop_oneof![Just((0, 12)), (0usize..=4096, 0usize..=1 << 20)];
     let train = (
         1u32..(1 << groups),
         any::<bool>(),
@@ -114,13 +120,12 @@ fn action(groups: usize) -> impl Strategy<Value = Action> {
         1usize..=4096,
         0usize..100_000,
         any::<bool>(),
-        prop_oneof![
-            Just((AdamSettings::DEFAULT, RateSchedule::NONE)),
-            adam_and_rate()
-        ],
+        settings,
+        growth,
     )
         .prop_map(
-            |(scope, adam, lr, clip, bptt, gap, carry, (settings, rate))| {
+            |(scope, adam, lr, clip, bptt, gap, carry, (settings, rate), (first, grow))| {
+                let bptt0 = first % (bptt + 1);
                 Action::Train(TrainSpec {
                     scope: Scope(scope),
                     optimizer: if adam {
@@ -129,7 +134,7 @@ fn action(groups: usize) -> impl Strategy<Value = Action> {
                         OptimizerKind::Sgd
                     },
                     lr,
-                    stride: bptt + gap,
+                    stride: if bptt0 > 0 { bptt } else { bptt + gap },
                     bptt,
                     clip,
                     state: if carry {
@@ -139,6 +144,8 @@ fn action(groups: usize) -> impl Strategy<Value = Action> {
                     },
                     adam: settings,
                     rate,
+                    bptt0,
+                    grow,
                 })
             },
         );

@@ -208,6 +208,8 @@ fn the_train_key_table_gives_defaults_order_and_messages() {
             state: LiveState::Rebuild,
             adam: AdamSettings::DEFAULT,
             rate: RateSchedule::NONE,
+            bptt0: 0,
+            grow: 12,
         };
         assert_eq!(t, expected);
         t.validate(kind).unwrap();
@@ -218,7 +220,7 @@ fn the_train_key_table_gives_defaults_order_and_messages() {
     assert_eq!(
         err.message,
         "train has no key 'bppt' (keys: scope, opt, lr, stride, bptt, clip, state, b1, b2, eps, \
-         b2warm, warmup, decay, power, floor)"
+         b2warm, warmup, decay, power, floor, bptt0, grow)"
     );
     let stored = mamba().to_text().replace(",lr=0.0005", "");
     let err = Recipe::parse(&stored).unwrap_err();
@@ -232,7 +234,8 @@ fn the_train_key_table_gives_defaults_order_and_messages() {
 fn optimizer_and_rate_keys_read_print_and_keep_old_texts() {
     let r = mamba()
         .edit(
-            "0..:train(b1=0,b2=0.9995,eps=1e-6,b2warm=1,warmup=100,decay=4e-4,power=0.75,floor=0.3)",
+            "0..:train(bptt=16,b1=0,b2=0.9995,eps=1e-6,b2warm=1,warmup=100,decay=4e-4,\
+             power=0.75,floor=0.3,bptt0=4,grow=20)",
             None,
         )
         .unwrap();
@@ -251,11 +254,12 @@ fn optimizer_and_rate_keys_read_print_and_keep_old_texts() {
         power: 0.75,
         floor: 0.3,
     };
-    assert_eq!((t.adam, t.rate), (adam, rate));
+    assert_eq!((t.adam, t.rate, t.bptt0, t.grow), (adam, rate, 4, 20));
     let text = r.to_text();
     assert!(
         text.ends_with(
-            ",clip=0,b1=0,b2=0.9995,eps=1e-6,b2warm=1,warmup=100,decay=0.0004,power=0.75,floor=0.3)"
+            ",clip=0,b1=0,b2=0.9995,eps=1e-6,b2warm=1,warmup=100,decay=0.0004,power=0.75,\
+             floor=0.3,bptt0=4,grow=20)"
         ),
         "{text}"
     );
@@ -293,11 +297,20 @@ fn optimizer_and_rate_keys_out_of_range_are_named() {
         ("decay=2", "decay 2 is out of range (0..=1)"),
         ("power=5", "power 5 is out of range (0..=4)"),
         ("floor=1.5", "floor 1.5 is out of range (0..=1)"),
+        ("grow=2000000", "grow 2000000 is out of range (0..=1048576)"),
+        (
+            "bptt=8,bptt0=9",
+            "bptt0 9 is out of range (0..=8): windows grow up to bptt",
+        ),
+        (
+            "bptt=8,stride=9,bptt0=2",
+            "bptt0 2 needs contiguous segments (stride 9 = bptt 8)",
+        ),
     ] {
         let recipe = format!("0..:train({text})");
         let err = mamba().edit(&recipe, None).unwrap_err();
         assert_eq!(err.message, message, "{recipe}");
-        let value = text.split('=').nth(1).unwrap();
+        let value = text.rsplit('=').next().unwrap();
         assert_eq!(&recipe[err.at..err.at + err.len], value, "{recipe}");
     }
 }

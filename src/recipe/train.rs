@@ -36,6 +36,11 @@ pub struct TrainSpec {
     /// How Adam's learning rate moves with its step count (`warmup`, `decay`, `power`,
     /// `floor`).
     pub rate: RateSchedule,
+    /// Growing TBPTT windows: the first window, or 0 for windows of `bptt` throughout
+    /// ([`crate::train::tbptt::grown_window`]).
+    pub bptt0: usize,
+    /// With `bptt0`: a window of w bytes serves `grow + w − 1` optimizer steps.
+    pub grow: usize,
 }
 
 /// Largest accepted TBPTT window.
@@ -45,6 +50,8 @@ pub const MAX_STRIDE: usize = 1 << 30;
 /// Largest accepted β1 and β2: restoring a saved step count recomputes β^t by running
 /// products, which must reach 0 within a bounded number of steps (~75 million at this bound).
 pub const MAX_BETA: f32 = 0.99999;
+/// Largest accepted `grow`.
+pub const MAX_GROW: usize = 1 << 20;
 /// Largest accepted warm-up, in Adam steps.
 pub const MAX_WARMUP: u32 = 1 << 30;
 
@@ -68,7 +75,7 @@ pub struct TrainKey {
 }
 
 /// The keys of `train(...)` in canonical order.
-pub static TRAIN_KEYS: [TrainKey; 15] = [
+pub static TRAIN_KEYS: [TrainKey; 17] = [
     TrainKey {
         name: "scope",
         read: |t, v, kind| {
@@ -262,6 +269,31 @@ pub static TRAIN_KEYS: [TrainKey; 15] = [
         default: "0",
         implicit: Some("0"),
     },
+    TrainKey {
+        name: "bptt0",
+        read: |t, v, _| {
+            t.bptt0 = whole(v, "bptt0")?;
+            Ok(())
+        },
+        print: |t, _| t.bptt0.to_string(),
+        check: check_growth,
+        default: "0",
+        implicit: Some("0"),
+    },
+    TrainKey {
+        name: "grow",
+        read: |t, v, _| {
+            t.grow = whole(v, "grow")?;
+            Ok(())
+        },
+        print: |t, _| t.grow.to_string(),
+        check: |t, _| match t.grow <= MAX_GROW {
+            true => Ok(()),
+            false => Err(format!("grow {} is out of range (0..={MAX_GROW})", t.grow)),
+        },
+        default: "12",
+        implicit: Some("12"),
+    },
 ];
 
 /// The key named `name`.
@@ -284,6 +316,23 @@ fn check_scope(t: &TrainSpec, kind: ModelKind) -> Result<(), String> {
         return Err(format!(
             "scope names groups that {} does not have",
             kind.name()
+        ));
+    }
+    Ok(())
+}
+
+/// Growing windows start at 1 to `bptt` bytes and keep segments contiguous.
+fn check_growth(t: &TrainSpec, _: ModelKind) -> Result<(), String> {
+    if t.bptt0 > t.bptt {
+        return Err(format!(
+            "bptt0 {} is out of range (0..={}): windows grow up to bptt",
+            t.bptt0, t.bptt
+        ));
+    }
+    if t.bptt0 > 0 && t.stride != t.bptt {
+        return Err(format!(
+            "bptt0 {} needs contiguous segments (stride {} = bptt {})",
+            t.bptt0, t.stride, t.bptt
         ));
     }
     Ok(())
@@ -345,6 +394,8 @@ impl TrainSpec {
             state: LiveState::Rebuild,
             adam: AdamSettings::DEFAULT,
             rate: RateSchedule::NONE,
+            bptt0: 0,
+            grow: 12,
         };
         for key in &TRAIN_KEYS {
             // A test reads every default of every model.
