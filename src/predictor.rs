@@ -231,7 +231,7 @@ impl<N: Network> Predictor<N> {
             let ok = match &r.action {
                 Action::Train(t) => {
                     // Grown windows start wherever the last one ended.
-                    let aligned = t.bptt0 > 0 || start % t.stride as u64 == 0;
+                    let aligned = t.grows() || start % t.stride as u64 == 0;
                     t.bptt > 1 && aligned && relearn < t.bptt as u64
                 }
                 Action::Infer => false,
@@ -322,10 +322,7 @@ impl<N: Network> Predictor<N> {
             }
             Prepared::Segment => {
                 let (window, length) = match &self.run.action {
-                    Action::Train(t) => {
-                        let steps = self.optimizer.steps();
-                        (t.bptt, tbptt::grown_window(t.bptt0, t.grow, t.bptt, steps))
-                    }
+                    Action::Train(t) => (t.bptt, t.window_at(self.optimizer.steps())),
                     Action::Infer => (1, 1),
                 };
                 // A new window needs new buffers; the old segment was trained on when its run

@@ -73,7 +73,8 @@ fn canonical_text_of_the_default_recipe() {
         r.to_text(),
         "mamba1 cfg:hidden=128,layers=3,intermediate=256,state=16,conv=4,dt_rank=8,seed=0 \
          mix:orders=6,word=1,sparse=1,match=22,sse=1,table=22,rate=12 \
-         0..:train(scope=all,opt=adam,lr=0.0005,stride=16,bptt=16,clip=0)"
+         0..:train(scope=all,opt=adam,lr=0.001,stride=16,bptt=16,clip=0,b1=0,b2=0.9995,eps=1e-6,\
+         b2warm=1,decay=0.0004,floor=0.3,bptt0=4)"
     );
     assert_eq!(Recipe::parse(&r.to_text()).unwrap(), r);
 }
@@ -102,9 +103,10 @@ fn fragments_edit_the_template() {
     // takes the defaults of a bare train.
     let from_level = mamba().edit_from_level("0..:train(opt=sgd)", None).unwrap();
     assert!(
-        from_level
-            .to_text()
-            .ends_with("0..:train(scope=all,opt=sgd,lr=0.0005,stride=16,bptt=16,clip=0)"),
+        from_level.to_text().ends_with(
+            "0..:train(scope=all,opt=sgd,lr=0.001,stride=16,bptt=16,clip=0,b1=0,\
+                        b2=0.9995,eps=1e-6,b2warm=1,decay=0.0004,floor=0.3,bptt0=4)"
+        ),
         "{}",
         from_level.to_text()
     );
@@ -222,7 +224,7 @@ fn the_train_key_table_gives_defaults_order_and_messages() {
         "train has no key 'bppt' (keys: scope, opt, lr, stride, bptt, clip, state, b1, b2, eps, \
          b2warm, warmup, decay, power, floor, bptt0, grow)"
     );
-    let stored = mamba().to_text().replace(",lr=0.0005", "");
+    let stored = mamba().to_text().replace(",lr=0.001", "");
     let err = Recipe::parse(&stored).unwrap_err();
     assert_eq!(
         err.message,
@@ -274,12 +276,39 @@ fn optimizer_and_rate_keys_read_print_and_keep_old_texts() {
             None,
         )
         .unwrap();
-    assert_eq!(plain, mamba());
+    // The default level's rule before these keys existed.
+    let old_default = mamba().edit("0..:train(lr=0.0005,bptt=16)", None).unwrap();
+    assert_eq!(plain, old_default);
     assert!(
         plain.to_text().ends_with(",bptt=16,clip=0)"),
         "{}",
         plain.to_text()
     );
+}
+
+#[test]
+fn windows_grow_only_below_bptt_and_with_contiguous_segments() {
+    let spec = |bptt, stride, bptt0| TrainSpec {
+        bptt,
+        stride,
+        bptt0,
+        grow: 12,
+        ..TrainSpec::defaults(ModelKind::Mamba1)
+    };
+    let growing = spec(16, 16, 4);
+    assert!(growing.grows());
+    assert_eq!([growing.window_at(0), growing.window_at(15)], [4, 5]);
+    assert_eq!(growing.window_at(1_000_000), 16);
+    for fixed in [
+        spec(16, 32, 4),
+        spec(16, 16, 16),
+        spec(8, 8, 20),
+        spec(16, 16, 0),
+    ] {
+        assert!(!fixed.grows());
+        assert_eq!(fixed.window_at(0), fixed.bptt);
+        fixed.validate(ModelKind::Mamba1).unwrap();
+    }
 }
 
 #[test]
@@ -298,14 +327,7 @@ fn optimizer_and_rate_keys_out_of_range_are_named() {
         ("power=5", "power 5 is out of range (0..=4)"),
         ("floor=1.5", "floor 1.5 is out of range (0..=1)"),
         ("grow=2000000", "grow 2000000 is out of range (0..=1048576)"),
-        (
-            "bptt=8,bptt0=9",
-            "bptt0 9 is out of range (0..=8): windows grow up to bptt",
-        ),
-        (
-            "bptt=8,stride=9,bptt0=2",
-            "bptt0 2 needs contiguous segments (stride 9 = bptt 8)",
-        ),
+        ("bptt=8,bptt0=5000", "bptt0 5000 is out of range (0..=4096)"),
     ] {
         let recipe = format!("0..:train({text})");
         let err = mamba().edit(&recipe, None).unwrap_err();

@@ -10,6 +10,7 @@ use super::{LiveState, ModelKind, OptimizerKind};
 use crate::params::Scope;
 use crate::train::optim::AdamSettings;
 use crate::train::rate::RateSchedule;
+use crate::train::tbptt::grown_window;
 use crate::train::trained_groups;
 
 /// How a span of bytes trains (docs/recipes.md, "train").
@@ -37,7 +38,7 @@ pub struct TrainSpec {
     /// `floor`).
     pub rate: RateSchedule,
     /// Growing TBPTT windows: the first window, or 0 for windows of `bptt` throughout
-    /// ([`crate::train::tbptt::grown_window`]).
+    /// ([`TrainSpec::window_at`]).
     pub bptt0: usize,
     /// With `bptt0`: a window of w bytes serves `grow + w − 1` optimizer steps.
     pub grow: usize,
@@ -321,21 +322,15 @@ fn check_scope(t: &TrainSpec, kind: ModelKind) -> Result<(), String> {
     Ok(())
 }
 
-/// Growing windows start at 1 to `bptt` bytes and keep segments contiguous.
+/// The first window of growing windows: at most [`MAX_BPTT`] (above `bptt`, windows are `bptt`).
 fn check_growth(t: &TrainSpec, _: ModelKind) -> Result<(), String> {
-    if t.bptt0 > t.bptt {
-        return Err(format!(
-            "bptt0 {} is out of range (0..={}): windows grow up to bptt",
-            t.bptt0, t.bptt
-        ));
+    match t.bptt0 <= MAX_BPTT {
+        true => Ok(()),
+        false => Err(format!(
+            "bptt0 {} is out of range (0..={MAX_BPTT})",
+            t.bptt0
+        )),
     }
-    if t.bptt0 > 0 && t.stride != t.bptt {
-        return Err(format!(
-            "bptt0 {} needs contiguous segments (stride {} = bptt {})",
-            t.bptt0, t.stride, t.bptt
-        ));
-    }
-    Ok(())
 }
 
 /// A β of Adam: 0 to [`MAX_BETA`].
@@ -429,6 +424,20 @@ impl TrainSpec {
             .map(|(k, value)| format!("{}={value}", k.name))
             .collect();
         pairs.join(",")
+    }
+
+    /// Whether TBPTT windows grow: `bptt0` set, below `bptt`, and segments contiguous (with
+    /// gaps, or from `bptt0` = `bptt` on, every window is `bptt`).
+    pub fn grows(&self) -> bool {
+        self.bptt0 > 0 && self.bptt0 < self.bptt && self.stride == self.bptt
+    }
+
+    /// The window of a segment that starts after `steps` optimizer steps.
+    pub fn window_at(&self, steps: u64) -> usize {
+        match self.grows() {
+            true => grown_window(self.bptt0, self.grow, self.bptt, steps),
+            false => self.bptt,
+        }
     }
 
     /// Whether the byte at `phase` bytes into a span of this action is trained.
