@@ -30,7 +30,7 @@ use crate::params::{Group, ParamSet, Slot};
 use crate::recipe::schedule::Schedule;
 use crate::recipe::{Action, Base, ModelConfig, Recipe, TrainSpec};
 use crate::resume;
-use crate::train::optim::{Hyper, Optimizer, TouchedRows};
+use crate::train::optim::{AdamSettings, Hyper, Optimizer, TouchedRows};
 use crate::train::tbptt::{self, Tbptt};
 use crate::train::{logit_gradient, softmax_pdf};
 
@@ -213,7 +213,13 @@ impl<N: Network> Predictor<N> {
             &self.net,
             &mut self.state,
         )?;
-        self.optimizer.restore(r.moments, r.adam_steps);
+        // The running products of Adam's βs take the saved action's constants (those of a
+        // bare train when it only inferred).
+        let adam = match &r.action {
+            Action::Train(t) => t.adam,
+            Action::Infer => AdamSettings::DEFAULT,
+        };
+        self.optimizer.restore(r.moments, r.adam_steps, &adam);
         self.position_before = r.position;
         let relearn = (r.replay.len() - 1) as u64;
         let start = r
@@ -224,7 +230,9 @@ impl<N: Network> Predictor<N> {
         if relearn > 0 {
             let ok = match &r.action {
                 Action::Train(t) => {
-                    t.bptt > 1 && start % t.stride as u64 == 0 && relearn < t.bptt as u64
+                    // Grown windows start wherever the last one ended.
+                    let aligned = t.grows() || start % t.stride as u64 == 0;
+                    t.bptt > 1 && aligned && relearn < t.bptt as u64
                 }
                 Action::Infer => false,
             };
@@ -313,9 +321,9 @@ impl<N: Network> Predictor<N> {
                 net.forward(&self.params, &mut self.state, token, Some(trace))
             }
             Prepared::Segment => {
-                let window = match &self.run.action {
-                    Action::Train(t) => t.bptt,
-                    Action::Infer => 1,
+                let (window, length) = match &self.run.action {
+                    Action::Train(t) => (t.bptt, t.window_at(self.optimizer.steps())),
+                    Action::Infer => (1, 1),
                 };
                 // A new window needs new buffers; the old segment was trained on when its run
                 // ended, so nothing is lost.
@@ -326,6 +334,9 @@ impl<N: Network> Predictor<N> {
                 let seg = self
                     .segment
                     .get_or_insert_with(|| Box::new(Tbptt::new(net, window, tbptt::CHUNK)));
+                if seg.start().is_none() {
+                    seg.set_length(length);
+                }
                 seg.forward(&mut self.net, &self.params, &mut self.state, token)
             }
         };
@@ -406,6 +417,8 @@ fn hyper(spec: &TrainSpec) -> Hyper {
         kind: spec.optimizer,
         lr: spec.lr,
         clip: spec.clip,
+        adam: spec.adam,
+        rate: spec.rate,
     }
 }
 

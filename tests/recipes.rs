@@ -5,8 +5,8 @@ use lmzip::mix::MixSpec;
 use lmzip::model::{mamba1, rwkv7};
 use lmzip::params::Scope;
 use lmzip::recipe::{
-    Action, Base, Body, LiveState, ModelConfig, ModelKind, OptimizerKind, PERCENT_ONE, Part, Pos,
-    Recipe, Rule, Span, TrainSpec,
+    Action, AdamSettings, Base, Body, LiveState, MAX_BETA, ModelConfig, ModelKind, OptimizerKind,
+    PERCENT_ONE, Part, Pos, RateSchedule, Recipe, Rule, Span, TrainSpec,
 };
 use proptest::prelude::*;
 
@@ -71,7 +71,46 @@ fn base() -> impl Strategy<Value = Base> {
     ]
 }
 
+/// f32 bit patterns from `lo` to `hi` (both non-negative).
+fn between(lo: f32, hi: f32) -> impl Strategy<Value = f32> {
+    (lo.to_bits()..=hi.to_bits()).prop_map(f32::from_bits)
+}
+
+/// Adam's constants and the rate schedule, over their whole ranges.
+fn adam_and_rate() -> impl Strategy<Value = (AdamSettings, RateSchedule)> {
+    (
+        (between(0.0, MAX_BETA), between(0.0, MAX_BETA)),
+        between(1e-30, 1.0),
+        any::<bool>(),
+        0u32..=1 << 30,
+        between(0.0, 1.0),
+        between(0.0, 4.0),
+        between(0.0, 1.0),
+    )
+        .prop_map(|((beta1, beta2), eps, warm, warmup, decay, power, floor)| {
+            let adam = AdamSettings {
+                beta1,
+                beta2,
+                eps,
+                beta2_warmup: warm,
+            };
+            let rate = RateSchedule {
+                warmup,
+                decay,
+                power,
+                floor,
+            };
+            (adam, rate)
+        })
+}
+
 fn action(groups: usize) -> impl Strategy<Value = Action> {
+    let settings = prop_oneof![
+        Just((AdamSettings::DEFAULT, RateSchedule::NONE)),
+        adam_and_rate()
+    ];
+    // Growing windows: the first window and `grow`.
+    let growth = prop_oneof![Just((0, 12)), (0usize..=4096, 0usize..=1 << 20)];
     let train = (
         1u32..(1 << groups),
         any::<bool>(),
@@ -81,26 +120,36 @@ fn action(groups: usize) -> impl Strategy<Value = Action> {
         1usize..=4096,
         0usize..100_000,
         any::<bool>(),
+        settings,
+        growth,
     )
-        .prop_map(|(scope, adam, lr, clip, bptt, gap, carry)| {
-            Action::Train(TrainSpec {
-                scope: Scope(scope),
-                optimizer: if adam {
-                    OptimizerKind::Adam
-                } else {
-                    OptimizerKind::Sgd
-                },
-                lr,
-                stride: bptt + gap,
-                bptt,
-                clip,
-                state: if carry {
-                    LiveState::Carry
-                } else {
-                    LiveState::Rebuild
-                },
-            })
-        });
+        .prop_map(
+            |(scope, adam, lr, clip, bptt, gap, carry, (settings, rate), (first, grow))| {
+                // Any first window: with gaps or at bptt and above it has no effect, but is kept.
+                let bptt0 = first;
+                Action::Train(TrainSpec {
+                    scope: Scope(scope),
+                    optimizer: if adam {
+                        OptimizerKind::Adam
+                    } else {
+                        OptimizerKind::Sgd
+                    },
+                    lr,
+                    stride: bptt + gap,
+                    bptt,
+                    clip,
+                    state: if carry {
+                        LiveState::Carry
+                    } else {
+                        LiveState::Rebuild
+                    },
+                    adam: settings,
+                    rate,
+                    bptt0,
+                    grow,
+                })
+            },
+        );
     prop_oneof![Just(Action::Infer), train]
 }
 

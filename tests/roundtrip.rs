@@ -44,6 +44,36 @@ fn both_models_round_trip_every_input_with_a_carried_state() {
     }
 }
 
+/// Every key of Adam's constants, the rate schedule and growing windows, in two rules that differ
+/// in them (RMSprop-like with β2 warm-up and a `1/sqrt` decay, then Adam with a warm-up, a power
+/// decay and windows growing from 2 to 8 bytes).
+const TUNED: &str = "0..1500:train(opt=adam,lr=0.004,bptt=8,b1=0,b2=0.9995,eps=1e-6,b2warm=1,\
+    decay=0.01,floor=0.3) 1500..:train(opt=adam,lr=0.003,bptt=8,bptt0=2,grow=3,b1=0.5,warmup=50,decay=0.002,\
+    power=0.75)";
+
+#[test]
+fn both_models_round_trip_with_the_optimizer_and_rate_keys() {
+    for kind in [ModelKind::Mamba1, ModelKind::Rwkv7] {
+        let recipe = tiny_with(kind, TUNED);
+        assert!(
+            recipe.to_text().contains("b2warm=1"),
+            "{}",
+            recipe.to_text()
+        );
+        for (name, data) in [("text", text(4000)), ("short", text(650))] {
+            assert_round_trip(&recipe, name, &data);
+        }
+    }
+}
+
+/// The tuned schedule pinned like the other modes.
+#[test]
+fn golden_optimizer_and_rate_keys() {
+    assert_pinned(TUNED, GOLDEN_TUNED);
+}
+
+const GOLDEN_TUNED: &[(usize, &str)] = &[(1498, "bdacfda2b2d36cb3"), (1068, "aac2bd382eb9dec5")];
+
 #[test]
 fn training_compresses_text_and_runs_better_than_no_training() {
     let data = text(6000);

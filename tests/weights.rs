@@ -163,6 +163,19 @@ fn resuming_from_a_saved_model_equals_the_uninterrupted_run() {
             "",
         ),
         (ModelKind::Rwkv7, "0..:infer", ""),
+        // Growing windows (2, 3, ... 7 take 166 bytes; 835 more leave 3 of a window of 8
+        // pending) with RMSprop-like steps, β2 warm-up and a rate schedule.
+        (
+            ModelKind::Mamba1,
+            "0..:train(lr=0.003,bptt=8,bptt0=2,grow=2,b1=0,b2warm=1,warmup=5,decay=0.01,floor=0.3)",
+            "",
+        ),
+        // Other βs: the restored bias corrections take the saved action's.
+        (
+            ModelKind::Rwkv7,
+            "0..:train(lr=0.003,bptt=5,b1=0.5,b2=0.99,eps=1e-6,decay=0.001,power=1)",
+            "",
+        ),
     ] {
         let recipe = tiny_with(kind, rules);
         assert_resume_is_exact(&recipe, continuation, &a, &b);

@@ -32,14 +32,15 @@ use anyhow::{Result, bail};
 use crate::mix::MixSpec;
 
 pub use crate::model::{MAX_DIM, MAX_PARAMS, ModelConfig, ModelKind};
-pub use crate::train::optim::OptimizerKind;
+pub use crate::train::optim::{AdamSettings, OptimizerKind};
+pub use crate::train::rate::RateSchedule;
 pub use crate::train::tbptt::LiveState;
 
 pub use memory::working_floats;
 pub use parse::{declared_kind, file_path};
 pub use print::print_action;
 pub use syntax::{RecipeError, hex};
-pub use train::{MAX_BPTT, MAX_STRIDE, TRAIN_KEYS, TrainKey, TrainSpec};
+pub use train::{MAX_BETA, MAX_BPTT, MAX_STRIDE, MAX_WARMUP, TRAIN_KEYS, TrainKey, TrainSpec};
 
 /// Most working memory a recipe may need in this build, as [`working_floats`]
 /// counts it over every action of the schedule: 2 GiB. A model at [`MAX_PARAMS`] trained with

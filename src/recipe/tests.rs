@@ -3,6 +3,8 @@
 
 use super::*;
 use crate::params::Scope;
+use crate::train::optim::AdamSettings;
+use crate::train::rate::RateSchedule;
 
 #[test]
 fn the_mix_item_parses_prints_and_edits() {
@@ -71,7 +73,8 @@ fn canonical_text_of_the_default_recipe() {
         r.to_text(),
         "mamba1 cfg:hidden=128,layers=3,intermediate=256,state=16,conv=4,dt_rank=8,seed=0 \
          mix:orders=6,word=1,sparse=1,match=22,sse=1,table=22,rate=12 \
-         0..:train(scope=all,opt=adam,lr=0.0005,stride=16,bptt=16,clip=0)"
+         0..:train(scope=all,opt=adam,lr=0.001,stride=16,bptt=16,clip=0,b1=0,b2=0.9995,eps=1e-6,\
+         b2warm=1,decay=0.0004,floor=0.3,bptt0=4)"
     );
     assert_eq!(Recipe::parse(&r.to_text()).unwrap(), r);
 }
@@ -100,9 +103,10 @@ fn fragments_edit_the_template() {
     // takes the defaults of a bare train.
     let from_level = mamba().edit_from_level("0..:train(opt=sgd)", None).unwrap();
     assert!(
-        from_level
-            .to_text()
-            .ends_with("0..:train(scope=all,opt=sgd,lr=0.0005,stride=16,bptt=16,clip=0)"),
+        from_level.to_text().ends_with(
+            "0..:train(scope=all,opt=sgd,lr=0.001,stride=16,bptt=16,clip=0,b1=0,\
+                        b2=0.9995,eps=1e-6,b2warm=1,decay=0.0004,floor=0.3,bptt0=4)"
+        ),
         "{}",
         from_level.to_text()
     );
@@ -204,6 +208,10 @@ fn the_train_key_table_gives_defaults_order_and_messages() {
             bptt: 1,
             clip: 0.0,
             state: LiveState::Rebuild,
+            adam: AdamSettings::DEFAULT,
+            rate: RateSchedule::NONE,
+            bptt0: 0,
+            grow: 12,
         };
         assert_eq!(t, expected);
         t.validate(kind).unwrap();
@@ -213,14 +221,120 @@ fn the_train_key_table_gives_defaults_order_and_messages() {
     let err = mamba().edit("0..:train(bppt=8)", None).unwrap_err();
     assert_eq!(
         err.message,
-        "train has no key 'bppt' (keys: scope, opt, lr, stride, bptt, clip, state)"
+        "train has no key 'bppt' (keys: scope, opt, lr, stride, bptt, clip, state, b1, b2, eps, \
+         b2warm, warmup, decay, power, floor, bptt0, grow)"
     );
-    let stored = mamba().to_text().replace(",lr=0.0005", "");
+    let stored = mamba().to_text().replace(",lr=0.001", "");
     let err = Recipe::parse(&stored).unwrap_err();
     assert_eq!(
         err.message,
         "a stored recipe gives every train key; missing: lr"
     );
+}
+
+#[test]
+fn optimizer_and_rate_keys_read_print_and_keep_old_texts() {
+    let r = mamba()
+        .edit(
+            "0..:train(bptt=16,b1=0,b2=0.9995,eps=1e-6,b2warm=1,warmup=100,decay=4e-4,\
+             power=0.75,floor=0.3,bptt0=4,grow=20)",
+            None,
+        )
+        .unwrap();
+    let Some(Action::Train(t)) = r.actions().next().cloned() else {
+        panic!("a train action")
+    };
+    let adam = AdamSettings {
+        beta1: 0.0,
+        beta2: 0.9995,
+        eps: 1e-6,
+        beta2_warmup: true,
+    };
+    let rate = RateSchedule {
+        warmup: 100,
+        decay: 4e-4,
+        power: 0.75,
+        floor: 0.3,
+    };
+    assert_eq!((t.adam, t.rate, t.bptt0, t.grow), (adam, rate, 4, 20));
+    let text = r.to_text();
+    assert!(
+        text.ends_with(
+            ",clip=0,b1=0,b2=0.9995,eps=1e-6,b2warm=1,warmup=100,decay=0.0004,power=0.75,\
+             floor=0.3,bptt0=4,grow=20)"
+        ),
+        "{text}"
+    );
+    let back = Recipe::parse(&text).unwrap();
+    assert_eq!(back, r);
+    assert_eq!(back.to_text(), text);
+    // At their implicit values the keys are left out, so old texts print as they did.
+    let plain = mamba()
+        .edit(
+            "0..:train(lr=0.0005,bptt=16,b1=0.9,b2=0.999,eps=0.00000001,b2warm=0,warmup=0,\
+             decay=0,power=0.5,floor=0)",
+            None,
+        )
+        .unwrap();
+    // The default level's rule before these keys existed.
+    let old_default = mamba().edit("0..:train(lr=0.0005,bptt=16)", None).unwrap();
+    assert_eq!(plain, old_default);
+    assert!(
+        plain.to_text().ends_with(",bptt=16,clip=0)"),
+        "{}",
+        plain.to_text()
+    );
+}
+
+#[test]
+fn windows_grow_only_below_bptt_and_with_contiguous_segments() {
+    let spec = |bptt, stride, bptt0| TrainSpec {
+        bptt,
+        stride,
+        bptt0,
+        grow: 12,
+        ..TrainSpec::defaults(ModelKind::Mamba1)
+    };
+    let growing = spec(16, 16, 4);
+    assert!(growing.grows());
+    assert_eq!([growing.window_at(0), growing.window_at(15)], [4, 5]);
+    assert_eq!(growing.window_at(1_000_000), 16);
+    for fixed in [
+        spec(16, 32, 4),
+        spec(16, 16, 16),
+        spec(8, 8, 20),
+        spec(16, 16, 0),
+    ] {
+        assert!(!fixed.grows());
+        assert_eq!(fixed.window_at(0), fixed.bptt);
+        fixed.validate(ModelKind::Mamba1).unwrap();
+    }
+}
+
+#[test]
+fn optimizer_and_rate_keys_out_of_range_are_named() {
+    for (text, message) in [
+        ("b1=1", "b1 1 is out of range (0..=0.99999)"),
+        ("b2=-0.1", "b2 -0.1 is out of range (0..=0.99999)"),
+        ("eps=0", "eps 0e0 is out of range (1e-30..=1)"),
+        ("b2warm=2", "b2warm is 0 or 1"),
+        ("warmup=-1", "warmup is a whole number"),
+        (
+            "warmup=2000000000",
+            "warmup 2000000000 is out of range (0..=1073741824)",
+        ),
+        ("decay=2", "decay 2 is out of range (0..=1)"),
+        ("power=5", "power 5 is out of range (0..=4)"),
+        ("floor=1.5", "floor 1.5 is out of range (0..=1)"),
+        ("grow=2000000", "grow 2000000 is out of range (0..=1048576)"),
+        ("bptt=8,bptt0=5000", "bptt0 5000 is out of range (0..=4096)"),
+    ] {
+        let recipe = format!("0..:train({text})");
+        let err = mamba().edit(&recipe, None).unwrap_err();
+        assert_eq!(err.message, message, "{recipe}");
+        let value = text.rsplit('=').next().unwrap();
+        assert_eq!(&recipe[err.at..err.at + err.len], value, "{recipe}");
+    }
 }
 
 #[test]

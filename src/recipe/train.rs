@@ -8,6 +8,9 @@ use anyhow::{Result, bail};
 
 use super::{LiveState, ModelKind, OptimizerKind};
 use crate::params::Scope;
+use crate::train::optim::AdamSettings;
+use crate::train::rate::RateSchedule;
+use crate::train::tbptt::grown_window;
 use crate::train::trained_groups;
 
 /// How a span of bytes trains (docs/recipes.md, "train").
@@ -29,12 +32,29 @@ pub struct TrainSpec {
     /// The live state after a TBPTT segment's update: rebuilt with the new weights, or carried
     /// on from the live pass. No effect with `bptt` 1.
     pub state: LiveState,
+    /// Adam's constants (`b1`, `b2`, `eps`, `b2warm`).
+    pub adam: AdamSettings,
+    /// How Adam's learning rate moves with its step count (`warmup`, `decay`, `power`,
+    /// `floor`).
+    pub rate: RateSchedule,
+    /// Growing TBPTT windows: the first window, or 0 for windows of `bptt` throughout
+    /// ([`TrainSpec::window_at`]).
+    pub bptt0: usize,
+    /// With `bptt0`: a window of w bytes serves `grow + w − 1` optimizer steps.
+    pub grow: usize,
 }
 
 /// Largest accepted TBPTT window.
 pub const MAX_BPTT: usize = 4096;
 /// Largest accepted stride.
 pub const MAX_STRIDE: usize = 1 << 30;
+/// Largest accepted β1 and β2: restoring a saved step count recomputes β^t by running
+/// products, which must reach 0 within a bounded number of steps (~75 million at this bound).
+pub const MAX_BETA: f32 = 0.99999;
+/// Largest accepted `grow`.
+pub const MAX_GROW: usize = 1 << 20;
+/// Largest accepted warm-up, in Adam steps.
+pub const MAX_WARMUP: u32 = 1 << 30;
 
 /// One key of `train(...)`.
 pub struct TrainKey {
@@ -56,7 +76,7 @@ pub struct TrainKey {
 }
 
 /// The keys of `train(...)` in canonical order.
-pub static TRAIN_KEYS: [TrainKey; 7] = [
+pub static TRAIN_KEYS: [TrainKey; 17] = [
     TrainKey {
         name: "scope",
         read: |t, v, kind| {
@@ -151,6 +171,130 @@ pub static TRAIN_KEYS: [TrainKey; 7] = [
         default: "rebuild",
         implicit: Some("rebuild"),
     },
+    TrainKey {
+        name: "b1",
+        read: |t, v, _| {
+            t.adam.beta1 = decimal(v, "b1")?;
+            Ok(())
+        },
+        print: |t, _| t.adam.beta1.to_string(),
+        check: |t, _| beta("b1", t.adam.beta1),
+        default: "0.9",
+        implicit: Some("0.9"),
+    },
+    TrainKey {
+        name: "b2",
+        read: |t, v, _| {
+            t.adam.beta2 = decimal(v, "b2")?;
+            Ok(())
+        },
+        print: |t, _| t.adam.beta2.to_string(),
+        check: |t, _| beta("b2", t.adam.beta2),
+        default: "0.999",
+        implicit: Some("0.999"),
+    },
+    TrainKey {
+        name: "eps",
+        read: |t, v, _| {
+            t.adam.eps = decimal(v, "eps")?;
+            Ok(())
+        },
+        // Shortest exact form in scientific notation: 1e-8 rather than 0.00000001.
+        print: |t, _| format!("{:e}", t.adam.eps),
+        check: |t, _| match t.adam.eps >= 1e-30 && t.adam.eps <= 1.0 {
+            true => Ok(()),
+            false => Err(format!("eps {:e} is out of range (1e-30..=1)", t.adam.eps)),
+        },
+        default: "1e-8",
+        implicit: Some("1e-8"),
+    },
+    TrainKey {
+        name: "b2warm",
+        read: |t, v, _| {
+            t.adam.beta2_warmup = flag(v, "b2warm")?;
+            Ok(())
+        },
+        print: |t, _| (t.adam.beta2_warmup as u8).to_string(),
+        check: |_, _| Ok(()),
+        default: "0",
+        implicit: Some("0"),
+    },
+    TrainKey {
+        name: "warmup",
+        read: |t, v, _| {
+            let w = whole(v, "warmup")?;
+            t.rate.warmup = w.min(u32::MAX as usize) as u32;
+            Ok(())
+        },
+        print: |t, _| t.rate.warmup.to_string(),
+        check: |t, _| match t.rate.warmup <= MAX_WARMUP {
+            true => Ok(()),
+            false => Err(format!(
+                "warmup {} is out of range (0..={MAX_WARMUP})",
+                t.rate.warmup
+            )),
+        },
+        default: "0",
+        implicit: Some("0"),
+    },
+    TrainKey {
+        name: "decay",
+        read: |t, v, _| {
+            t.rate.decay = decimal(v, "decay")?;
+            Ok(())
+        },
+        print: |t, _| t.rate.decay.to_string(),
+        check: |t, _| in_range("decay", t.rate.decay, 0.0, 1.0),
+        default: "0",
+        implicit: Some("0"),
+    },
+    TrainKey {
+        name: "power",
+        read: |t, v, _| {
+            t.rate.power = decimal(v, "power")?;
+            Ok(())
+        },
+        print: |t, _| t.rate.power.to_string(),
+        check: |t, _| in_range("power", t.rate.power, 0.0, 4.0),
+        default: "0.5",
+        implicit: Some("0.5"),
+    },
+    TrainKey {
+        name: "floor",
+        read: |t, v, _| {
+            t.rate.floor = decimal(v, "floor")?;
+            Ok(())
+        },
+        print: |t, _| t.rate.floor.to_string(),
+        check: |t, _| in_range("floor", t.rate.floor, 0.0, 1.0),
+        default: "0",
+        implicit: Some("0"),
+    },
+    TrainKey {
+        name: "bptt0",
+        read: |t, v, _| {
+            t.bptt0 = whole(v, "bptt0")?;
+            Ok(())
+        },
+        print: |t, _| t.bptt0.to_string(),
+        check: check_growth,
+        default: "0",
+        implicit: Some("0"),
+    },
+    TrainKey {
+        name: "grow",
+        read: |t, v, _| {
+            t.grow = whole(v, "grow")?;
+            Ok(())
+        },
+        print: |t, _| t.grow.to_string(),
+        check: |t, _| match t.grow <= MAX_GROW {
+            true => Ok(()),
+            false => Err(format!("grow {} is out of range (0..={MAX_GROW})", t.grow)),
+        },
+        default: "12",
+        implicit: Some("12"),
+    },
 ];
 
 /// The key named `name`.
@@ -176,6 +320,39 @@ fn check_scope(t: &TrainSpec, kind: ModelKind) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// The first window of growing windows: at most [`MAX_BPTT`] (above `bptt`, windows are `bptt`).
+fn check_growth(t: &TrainSpec, _: ModelKind) -> Result<(), String> {
+    match t.bptt0 <= MAX_BPTT {
+        true => Ok(()),
+        false => Err(format!(
+            "bptt0 {} is out of range (0..={MAX_BPTT})",
+            t.bptt0
+        )),
+    }
+}
+
+/// A β of Adam: 0 to [`MAX_BETA`].
+fn beta(key: &str, x: f32) -> Result<(), String> {
+    in_range(key, x, 0.0, MAX_BETA)
+}
+
+/// `x` within `lo..=hi`; the message names the key.
+fn in_range(key: &str, x: f32, lo: f32, hi: f32) -> Result<(), String> {
+    match x >= lo && x <= hi {
+        true => Ok(()),
+        false => Err(format!("{key} {x} is out of range ({lo}..={hi})")),
+    }
+}
+
+/// `0` or `1`.
+fn flag(value: &str, key: &str) -> Result<bool, String> {
+    match value {
+        "0" => Ok(false),
+        "1" => Ok(true),
+        _ => Err(format!("{key} is 0 or 1")),
+    }
 }
 
 /// A whole number.
@@ -210,6 +387,10 @@ impl TrainSpec {
             bptt: 1,
             clip: 0.0,
             state: LiveState::Rebuild,
+            adam: AdamSettings::DEFAULT,
+            rate: RateSchedule::NONE,
+            bptt0: 0,
+            grow: 12,
         };
         for key in &TRAIN_KEYS {
             // A test reads every default of every model.
@@ -243,6 +424,20 @@ impl TrainSpec {
             .map(|(k, value)| format!("{}={value}", k.name))
             .collect();
         pairs.join(",")
+    }
+
+    /// Whether TBPTT windows grow: `bptt0` set, below `bptt`, and segments contiguous (with
+    /// gaps, or from `bptt0` = `bptt` on, every window is `bptt`).
+    pub fn grows(&self) -> bool {
+        self.bptt0 > 0 && self.bptt0 < self.bptt && self.stride == self.bptt
+    }
+
+    /// The window of a segment that starts after `steps` optimizer steps.
+    pub fn window_at(&self, steps: u64) -> usize {
+        match self.grows() {
+            true => grown_window(self.bptt0, self.grow, self.bptt, steps),
+            false => self.bptt,
+        }
     }
 
     /// Whether the byte at `phase` bytes into a span of this action is trained.

@@ -2,6 +2,7 @@
 //! pieces every training mode shares — the coder's distribution and the gradient at the logits.
 
 pub mod optim;
+pub mod rate;
 pub mod tbptt;
 
 use std::sync::LazyLock;

@@ -23,6 +23,7 @@ use anyhow::{Result, bail};
 
 use crate::kernels::{self, AdamCoefs};
 use crate::params::{ParamSet, Scope, TensorInfo};
+use crate::train::rate::RateSchedule;
 
 /// How the parameters move on a trained byte.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,10 +49,44 @@ impl OptimizerKind {
     }
 }
 
-// Adam's constants (Kingma & Ba, 2015), as in the reference system.
+// Adam's default constants (Kingma & Ba, 2015), as in the reference system.
 const BETA1: f32 = 0.9;
 const BETA2: f32 = 0.999;
 const EPS: f32 = 1e-8;
+
+/// Adam's settings (docs/recipes.md, keys `b1`, `b2`, `eps`, `b2warm`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamSettings {
+    /// Decay of the first moment; 0 makes Adam RMSprop-like (the step follows the gradient).
+    pub beta1: f32,
+    /// Decay of the second moment (its cap under warm-up).
+    pub beta2: f32,
+    /// Added to the root of the second moment.
+    pub eps: f32,
+    /// β2 warm-up: step t decays the second moment by `min((t − 1)/(t + 1), beta2)`, so early
+    /// on it is the plain mean of the squared gradients seen (β2 of step 1 is 0, which makes
+    /// the bias correction of the second moment 1 from then on).
+    pub beta2_warmup: bool,
+}
+
+impl AdamSettings {
+    /// The constants files written before these keys existed used.
+    pub const DEFAULT: AdamSettings = AdamSettings {
+        beta1: BETA1,
+        beta2: BETA2,
+        eps: EPS,
+        beta2_warmup: false,
+    };
+
+    /// β2 of step `t` (the first step is 1).
+    pub fn beta2_at(&self, t: u64) -> f32 {
+        if !self.beta2_warmup {
+            return self.beta2;
+        }
+        let warm = (t.saturating_sub(1) as f64 / (t as f64 + 1.0)) as f32;
+        if warm < self.beta2 { warm } else { self.beta2 }
+    }
+}
 
 /// Gradient elements smaller than this in magnitude count as zero: large enough that
 /// `(1 − β2) · g²` stays a normal float, far below anything that moves a parameter.
@@ -70,6 +105,23 @@ pub struct Hyper {
     pub lr: f32,
     /// Element-wise gradient clip; 0 means none.
     pub clip: f32,
+    /// Adam's constants.
+    pub adam: AdamSettings,
+    /// How Adam's learning rate moves with its step count.
+    pub rate: RateSchedule,
+}
+
+impl Hyper {
+    /// Settings with Adam's default constants and no rate schedule.
+    pub fn plain(kind: OptimizerKind, lr: f32, clip: f32) -> Self {
+        Hyper {
+            kind,
+            lr,
+            clip,
+            adam: AdamSettings::DEFAULT,
+            rate: RateSchedule::NONE,
+        }
+    }
 }
 
 /// The optimizer's state, kept across rules: Adam's moments and step count. Each step takes
@@ -108,20 +160,34 @@ impl Optimizer {
     }
 
     /// Restores a saved state: the moments (laid out like the parameters) and the step count.
-    /// β1^t and β2^t are recomputed by the same running products the steps took, so they are
-    /// bit-identical. The products reach 0 within a million steps and stay there, which bounds
-    /// the loop whatever count a file claims.
-    pub fn restore(&mut self, moments: Option<(Vec<f32>, Vec<f32>)>, steps: u64) {
+    /// β1^t and β2^t are recomputed by the same running products the steps took with the
+    /// constants `adam` (those of the saved action), so they are bit-identical when the stream
+    /// kept one set of constants. The products reach 0 within a million steps and stay there,
+    /// which bounds the loop whatever count a file claims.
+    pub fn restore(
+        &mut self,
+        moments: Option<(Vec<f32>, Vec<f32>)>,
+        steps: u64,
+        adam: &AdamSettings,
+    ) {
         (self.m, self.v) = moments.unwrap_or_default();
-        self.steps = steps;
+        self.steps = 0;
         self.beta1_pow = 1.0;
         self.beta2_pow = 1.0;
-        let mut t = 0;
-        while t < steps && (self.beta1_pow != 0.0 || self.beta2_pow != 0.0) {
-            self.beta1_pow *= BETA1 as f64;
-            self.beta2_pow *= BETA2 as f64;
-            t += 1;
+        while self.steps < steps && (self.beta1_pow != 0.0 || self.beta2_pow != 0.0) {
+            self.advance(adam);
         }
+        self.steps = steps;
+    }
+
+    /// Counts one more Adam step and multiplies its β1 and β2 into the running products;
+    /// returns the step's β2.
+    fn advance(&mut self, adam: &AdamSettings) -> f32 {
+        self.steps += 1;
+        let beta2 = adam.beta2_at(self.steps);
+        self.beta1_pow *= adam.beta1 as f64;
+        self.beta2_pow *= beta2 as f64;
+        beta2
     }
 
     /// Applies `grads` to the tensors in `scope` and leaves `grads` zeroed (backward writes
@@ -143,16 +209,14 @@ impl Optimizer {
                 self.m = params.zeros_like();
                 self.v = params.zeros_like();
             }
-            self.steps += 1;
-            self.beta1_pow *= BETA1 as f64;
-            self.beta2_pow *= BETA2 as f64;
+            let beta2 = self.advance(&hyper.adam);
             adam = Some(AdamCoefs {
-                lr: hyper.lr,
-                beta1: BETA1,
-                beta2: BETA2,
+                lr: hyper.rate.lr_at(hyper.lr, self.steps),
+                beta1: hyper.adam.beta1,
+                beta2,
                 inv_bc1: (1.0 / (1.0 - self.beta1_pow)) as f32,
                 inv_bc2: (1.0 / (1.0 - self.beta2_pow)) as f32,
-                eps: EPS,
+                eps: hyper.adam.eps,
                 tiny_grad: TINY_GRAD,
                 tiny_moment: TINY_MOMENT,
             });
@@ -225,11 +289,7 @@ mod tests {
     fn sgd_moves_scoped_tensors_and_touched_rows_only() {
         let (mut p, mut g) = setup();
         let mut opt = Optimizer::new();
-        let sgd = Hyper {
-            kind: OptimizerKind::Sgd,
-            lr: 0.1,
-            clip: 0.0,
-        };
+        let sgd = Hyper::plain(OptimizerKind::Sgd, 0.1, 0.0);
         let mut touched = [false; 256];
         touched[2] = true;
         // As from backward: only the touched row of the sparse tensor has a gradient.
@@ -256,11 +316,7 @@ mod tests {
             .map(|i| if i % 2 == 0 { 0.3 } else { -2.0 })
             .collect();
         let mut opt = Optimizer::new();
-        let adam = Hyper {
-            kind: OptimizerKind::Adam,
-            lr: 0.01,
-            clip: 0.0,
-        };
+        let adam = Hyper::plain(OptimizerKind::Adam, 0.01, 0.0);
         opt.step(&mut p, &mut g, &adam, Scope::ALL, &[true; 256]);
         // With bias correction, the first step is lr · g/|g| (up to ε).
         for (i, x) in p.data.iter().enumerate() {
@@ -273,11 +329,7 @@ mod tests {
     #[test]
     fn restored_state_steps_bit_identically() {
         let (mut p, _) = setup();
-        let adam = Hyper {
-            kind: OptimizerKind::Adam,
-            lr: 0.01,
-            clip: 0.0,
-        };
+        let adam = Hyper::plain(OptimizerKind::Adam, 0.01, 0.0);
         let grad = |i: usize, t: usize| ((i * 7 + t * 3) % 5) as f32 - 2.0;
         let mut opt = Optimizer::new();
         for t in 0..3 {
@@ -286,7 +338,7 @@ mod tests {
         }
         let mut resumed = Optimizer::new();
         let (m, v) = opt.moments().unwrap();
-        resumed.restore(Some((m.to_vec(), v.to_vec())), opt.steps());
+        resumed.restore(Some((m.to_vec(), v.to_vec())), opt.steps(), &adam.adam);
         let mut q = p.clone();
         let mut g: Vec<f32> = (0..p.len()).map(|i| grad(i, 3)).collect();
         let mut h = g.clone();
@@ -295,16 +347,12 @@ mod tests {
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&p.data), bits(&q.data));
         // A hostile step count ends the recomputation early.
-        resumed.restore(None, u64::MAX);
+        resumed.restore(None, u64::MAX, &adam.adam);
         assert_eq!(resumed.steps(), u64::MAX);
     }
 
     fn adam_hyper() -> Hyper {
-        Hyper {
-            kind: OptimizerKind::Adam,
-            lr: 0.01,
-            clip: 0.0,
-        }
+        Hyper::plain(OptimizerKind::Adam, 0.01, 0.0)
     }
 
     fn is_normal_or_zero(x: f32) -> bool {
@@ -343,7 +391,7 @@ mod tests {
         let mut opt = Optimizer::new();
         let m = vec![1.05e-30, -1.05e-30, 2e-30, 0.0];
         let v = vec![1.0005e-30, 1.0005e-30, 0.0, 2e-30];
-        opt.restore(Some((m, v)), 5);
+        opt.restore(Some((m, v)), 5, &AdamSettings::DEFAULT);
         let mut g = vec![0.0; 4];
         opt.step(&mut q, &mut g, &adam_hyper(), Scope::ALL, &[true; 256]);
         let (m, v) = opt.moments().unwrap();
@@ -360,6 +408,70 @@ mod tests {
         let (m, _) = opt.moments().unwrap();
         assert_eq!(m[0], 0.0);
         assert_eq!(m[1], (1.0 - BETA1) * TINY_GRAD);
+    }
+
+    #[test]
+    fn beta2_warmup_follows_the_mean_of_the_squares_seen() {
+        let warm = AdamSettings {
+            beta2: 1.0 - 1.0 / 2048.0,
+            beta2_warmup: true,
+            ..AdamSettings::DEFAULT
+        };
+        // (t − 1)/(t + 1): 0, 1/3, 1/2, 3/5, ... capped at β2.
+        assert_eq!(warm.beta2_at(1), 0.0);
+        assert_eq!(warm.beta2_at(2), 1.0 / 3.0);
+        assert_eq!(warm.beta2_at(3), 0.5);
+        assert_eq!(warm.beta2_at(4), 0.6);
+        assert_eq!(warm.beta2_at(4095), 4094.0 / 4096.0);
+        assert_eq!(warm.beta2_at(5000), warm.beta2);
+        assert_eq!(AdamSettings::DEFAULT.beta2_at(1), BETA2);
+    }
+
+    #[test]
+    fn rmsprop_like_steps_with_warmup_and_schedule_resume_bit_identically() {
+        let (mut p, _) = setup();
+        let hyper = Hyper {
+            adam: AdamSettings {
+                beta1: 0.0,
+                beta2: 0.9995,
+                eps: 1e-6,
+                beta2_warmup: true,
+            },
+            rate: RateSchedule {
+                warmup: 3,
+                decay: 0.1,
+                power: 0.5,
+                floor: 0.0,
+            },
+            ..adam_hyper()
+        };
+        let grad = |i: usize, t: usize| ((i * 5 + t * 3) % 7) as f32 - 3.0;
+        let mut opt = Optimizer::new();
+        let mut g: Vec<f32> = (0..p.len()).map(|i| grad(i, 0)).collect();
+        let before = p.data.clone();
+        opt.step(&mut p, &mut g, &hyper, Scope::ALL, &[true; 256]);
+        // Step 1: m = g, v = g² with both corrections 1, so each parameter moves by
+        // lr · (1/3 of the warm-up) / sqrt(1.1) · g/(|g| + ε).
+        let lr = (0.01f64 / 3.0 / (1.0 + 0.1f32 as f64).sqrt()) as f32;
+        for (i, (&x, &x0)) in p.data.iter().zip(&before).enumerate() {
+            let g = grad(i, 0);
+            let want = x0 + lr * (g / (g.abs() + 1e-6));
+            assert_eq!(x, want, "{i}");
+        }
+        for t in 1..4 {
+            let mut g: Vec<f32> = (0..p.len()).map(|i| grad(i, t)).collect();
+            opt.step(&mut p, &mut g, &hyper, Scope::ALL, &[true; 256]);
+        }
+        let mut resumed = Optimizer::new();
+        let (m, v) = opt.moments().unwrap();
+        resumed.restore(Some((m.to_vec(), v.to_vec())), opt.steps(), &hyper.adam);
+        let mut q = p.clone();
+        let mut g: Vec<f32> = (0..p.len()).map(|i| grad(i, 9)).collect();
+        let mut h = g.clone();
+        opt.step(&mut p, &mut g, &hyper, Scope::ALL, &[true; 256]);
+        resumed.step(&mut q, &mut h, &hyper, Scope::ALL, &[true; 256]);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&p.data), bits(&q.data));
     }
 
     #[test]

@@ -39,6 +39,26 @@ pub fn chunk_len(window: usize, chunk: usize) -> usize {
     chunk.clamp(1, window.max(1))
 }
 
+/// The window of a segment that starts after `steps` optimizer steps when windows grow from
+/// `first` to `max` (recipe keys `bptt0`, `grow`, `bptt`): a window of w bytes serves for
+/// `grow + w − 1` steps, then the next is one byte longer (paq8px's LSTM grows 4 → 100 so, with
+/// `grow` 12). `first` 0 means no growth: every window is `max`.
+pub fn grown_window(first: usize, grow: usize, max: usize, steps: u64) -> usize {
+    if first == 0 {
+        return max;
+    }
+    let (mut w, mut left) = (first.min(max), steps);
+    while w < max {
+        let span = (grow + w - 1) as u64;
+        if left < span {
+            break;
+        }
+        left -= span;
+        w += 1;
+    }
+    w
+}
+
 /// What the live state becomes after a segment's optimizer step (recipe key `state`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LiveState {
@@ -69,7 +89,10 @@ impl LiveState {
 
 /// The segment being collected and the buffers to train on it.
 pub struct Tbptt<N: Network> {
+    /// The longest segment the buffers hold.
     window: usize,
+    /// The length of the pending segment when complete (at most `window`).
+    length: usize,
     chunk: usize,
     /// State before each chunk of the segment; `checkpoints[0]` is the segment's start state.
     checkpoints: Vec<N::State>,
@@ -90,6 +113,7 @@ impl<N: Network> Tbptt<N> {
         let chunk = chunk_len(window, chunk);
         Self {
             window,
+            length: window,
             chunk,
             checkpoints: Vec::with_capacity(window.div_ceil(chunk)),
             inputs: Vec::with_capacity(window),
@@ -123,9 +147,15 @@ impl<N: Network> Tbptt<N> {
         )
     }
 
-    /// The segment's length when complete.
+    /// The longest segment the buffers hold.
     pub fn window(&self) -> usize {
         self.window
+    }
+
+    /// Sets the length of the next segment (at most [`Tbptt::window`]); only between segments.
+    pub fn set_length(&mut self, length: usize) {
+        debug_assert!(self.inputs.is_empty(), "between segments");
+        self.length = length.clamp(1, self.window);
     }
 
     /// Bytes recorded in the pending segment.
@@ -146,7 +176,7 @@ impl<N: Network> Tbptt<N> {
     pub fn record(&mut self, target: u8, pdf: &[f64]) -> bool {
         self.targets.push(target);
         self.probs.extend(pdf.iter().map(|&p| p as f32));
-        self.targets.len() == self.window
+        self.targets.len() == self.length
     }
 
     /// Trains on the recorded segment (steps 1–4 above) and leaves in `state` the live state
@@ -245,11 +275,7 @@ mod tests {
     }
 
     fn sgd() -> Hyper {
-        Hyper {
-            kind: OptimizerKind::Sgd,
-            lr: 1.0,
-            clip: 0.0,
-        }
+        Hyper::plain(OptimizerKind::Sgd, 1.0, 0.0)
     }
 
     /// Codes `text` (each byte predicting the next) through the driver in segments of `window`
@@ -323,6 +349,23 @@ mod tests {
             .iter()
             .map(|x| x.to_bits())
             .collect()
+    }
+
+    #[test]
+    fn windows_grow_by_one_after_grow_plus_length_minus_one_steps() {
+        let w = |steps| grown_window(4, 12, 100, steps);
+        // 4 serves 15 steps, 5 serves 16, 6 serves 17, ...
+        assert_eq!(
+            [w(0), w(14), w(15), w(30), w(31), w(48)],
+            [4, 4, 5, 5, 6, 7]
+        );
+        // Σ (11 + w) for w in 4..100 = 6000 steps to reach the maximum.
+        assert_eq!((w(5999), w(6000), w(u64::MAX)), (99, 100, 100));
+        assert_eq!(grown_window(0, 12, 16, 0), 16, "no growth");
+        assert_eq!(grown_window(32, 12, 16, 0), 16, "never above the maximum");
+        // With grow 0 a window of w serves w − 1 steps (so 1 none).
+        assert_eq!(grown_window(1, 0, 4, 0), 2);
+        assert_eq!(grown_window(1, 0, 4, 1), 3);
     }
 
     #[test]

@@ -205,11 +205,7 @@ fn one_sgd_tbptt_step_lowers_the_segment_loss() {
     let steps = [(0u8, 1u8), (1, 2), (2, 3), (3, 4)];
     let before = gradcheck::segment_loss(&mut net, &params, &start, &steps);
     let mut grads = gradcheck::segment_grads(&mut net, &params, &start, &steps);
-    let sgd = Hyper {
-        kind: OptimizerKind::Sgd,
-        lr: 0.05,
-        clip: 0.0,
-    };
+    let sgd = Hyper::plain(OptimizerKind::Sgd, 0.05, 0.0);
     Optimizer::new().step(&mut params, &mut grads, &sgd, Scope::ALL, &[true; 256]);
     net.refresh(&params);
     let after = gradcheck::segment_loss(&mut net, &params, &start, &steps);
