@@ -16,7 +16,6 @@
 //! is left waits for the parts others claimed in the same way.
 
 use std::cell::{Cell, UnsafeCell};
-use std::marker::PhantomData;
 use std::ops::Range;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -161,7 +160,9 @@ pub struct Pool {
     shared: Arc<Shared>,
     workers: Vec<JoinHandle<()>>,
     min_part_work: usize,
-    _one_caller: PhantomData<Cell<()>>,
+    /// A job is running: a part that calls [`Pool::run`] again (on the caller's thread) gets
+    /// its job run there, alone. Also what makes the pool not Sync: one thread drives it.
+    busy: Cell<bool>,
 }
 
 impl Pool {
@@ -182,7 +183,7 @@ impl Pool {
             shared,
             workers: Vec::new(),
             min_part_work: MIN_PART_WORK,
-            _one_caller: PhantomData,
+            busy: Cell::new(false),
         };
         for k in 1..threads.clamp(1, MAX_THREADS) {
             let shared = Arc::clone(&pool.shared);
@@ -222,10 +223,11 @@ impl Pool {
     /// Calls `task(part)` once for each part in `0..parts`, spread over the pool's threads, and
     /// returns when all have returned. A part that panics makes this panic after the others.
     pub fn run(&self, parts: usize, task: &(dyn Fn(usize) + Sync)) {
-        if parts <= 1 || self.workers.is_empty() {
+        if parts <= 1 || self.workers.is_empty() || self.busy.get() {
             (0..parts).for_each(task);
             return;
         }
+        self.busy.set(true);
         assert!(parts as u64 <= FIELD, "too many parts for one job");
         let sh = &*self.shared;
         // SAFETY: only the lifetime is erased. The task is read only by threads holding a part
@@ -250,6 +252,7 @@ impl Pool {
         }
         // SAFETY: every part is done and none can be claimed: no thread reads the cell now.
         unsafe { *sh.task.get() = None };
+        self.busy.set(false);
         if sh.panicked.swap(false, Ordering::Relaxed) {
             panic!("a part of a pool job panicked");
         }
@@ -408,6 +411,27 @@ mod tests {
         let mut v = vec![0; 3];
         pool.for_each_mut(&mut v, |i, x| *x = i + 1);
         assert_eq!(v, [1, 2, 3]);
+    }
+
+    #[test]
+    fn a_job_started_inside_a_part_runs_alone() {
+        let pool = Pool::new(2).unwrap();
+        pool.install(|| {
+            let mut outer = vec![0usize; 4];
+            with_current(|p| {
+                p.unwrap().for_each_mut(&mut outer, |i, x| {
+                    // On the caller's thread the installed pool is busy: the inner job runs
+                    // there, alone; workers have no pool installed.
+                    let mut inner = vec![0usize; 3];
+                    with_current(|q| match q {
+                        Some(q) => q.for_each_mut(&mut inner, |j, y| *y = j + 1),
+                        None => inner.iter_mut().enumerate().for_each(|(j, y)| *y = j + 1),
+                    });
+                    *x = i + inner.iter().sum::<usize>();
+                });
+            });
+            assert_eq!(outer, [6, 7, 8, 9]);
+        });
     }
 
     #[test]
