@@ -31,11 +31,17 @@ pub struct MixSpec {
     /// far, probability) to a probability: a third mixer input that says how far to trust a
     /// counter of that history.
     pub conf: bool,
+    /// Per counter, a second probability that follows the context's recent bits: one more
+    /// mixer input per table.
+    pub fast: bool,
     /// Two more SSE maps: one by the match state (length and expected bit), one by the last
     /// two bytes (hashed).
     pub sse2: bool,
     /// A table for the previous word with the current one, for text.
     pub pword: bool,
+    /// A fifth weight-set selector of the mixer: the last byte and the bit position (how
+    /// much to trust each input depends on what came just before, e.g. in a word or after it).
+    pub select: bool,
     /// The record model, for tables and binaries: two tables by the byte one record above
     /// (with the byte to the left, and with the byte two records above and the column).
     pub record: bool,
@@ -71,7 +77,7 @@ pub struct MixKey {
 }
 
 /// The keys of `mix:` in canonical order.
-pub static KEYS: [MixKey; 12] = [
+pub static KEYS: [MixKey; 14] = [
     MixKey {
         name: "orders",
         get: |m| m.orders,
@@ -167,6 +173,13 @@ pub static KEYS: [MixKey; 12] = [
         implicit: Some(0),
     },
     MixKey {
+        name: "fast",
+        get: |m| m.fast as u32,
+        set: |m, v| m.fast = v != 0,
+        check: |v| flag(v, "fast"),
+        implicit: Some(0),
+    },
+    MixKey {
         name: "sse2",
         get: |m| m.sse2 as u32,
         set: |m, v| m.sse2 = v != 0,
@@ -178,6 +191,13 @@ pub static KEYS: [MixKey; 12] = [
         get: |m| m.pword as u32,
         set: |m, v| m.pword = v != 0,
         check: |v| flag(v, "pword"),
+        implicit: Some(0),
+    },
+    MixKey {
+        name: "select",
+        get: |m| m.select as u32,
+        set: |m, v| m.select = v != 0,
+        check: |v| flag(v, "select"),
         implicit: Some(0),
     },
     MixKey {
@@ -220,8 +240,10 @@ impl MixSpec {
         rate: 12,
         limit: super::counters::CLASSIC_LIMIT,
         conf: false,
+        fast: false,
         sse2: false,
         pword: false,
+        select: false,
         record: false,
     };
 
@@ -285,7 +307,7 @@ impl MixSpec {
 
     /// Inputs the mixer takes per context table.
     pub(super) fn inputs_per_table(&self) -> usize {
-        2 + self.conf as usize
+        2 + self.conf as usize + self.fast as usize
     }
 
     /// The mixer's inputs: a bias, the network, two or three per context table, three for the
@@ -295,13 +317,18 @@ impl MixSpec {
     }
 
     /// The sizes of the first layer's weight sets, one per selector (see [`Stage::p`]).
-    pub(super) fn selector_sets(&self) -> [usize; 4] {
-        [256, 33, (self.orders as usize + 2) * 8, 16]
+    pub(super) fn selector_sets(&self) -> Vec<usize> {
+        let mut sets = vec![256, 33, (self.orders as usize + 2) * 8, 16];
+        if self.select {
+            sets.push(256 * 8);
+        }
+        sets
     }
 
     /// Bytes of memory the stage takes (within a few kilobytes).
     pub fn bytes(&self) -> usize {
-        let tables: usize = self.table_bits().iter().map(|&b| 4usize << b).sum();
+        let per_counter = if self.fast { 6 } else { 4 };
+        let tables: usize = self.table_bits().iter().map(|&b| per_counter << b).sum();
         let matcher = if self.matcher > 0 {
             matcher::bytes(self.matcher)
         } else {

@@ -78,3 +78,62 @@ impl Sse {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A long match whose predicted bit always comes: the map by match state learns to trust it
+    /// beyond what the mixer says, and the order-0/1 maps alone (which mix matched and unmatched
+    /// bits) learn less.
+    #[test]
+    fn the_match_state_map_learns_that_long_matches_are_right() {
+        let mut plain = Sse::new(true, false);
+        let mut extended = Sse::new(true, true);
+        let mut x = 1u32;
+        let mut last = [0; 2];
+        for _ in 0..3000 {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            let matched = (x >> 16) & 1 == 1;
+            // A long match predicting 1 is right; without a match the bit is a coin flip.
+            let bit = if matched { 1 } else { (x >> 20) & 1 };
+            let cx = SseContext {
+                c0: 1,
+                c2: 0x2020,
+                match_state: if matched { 1 + 20 * 2 + 1 } else { 0 },
+            };
+            for (k, s) in [&mut plain, &mut extended].into_iter().enumerate() {
+                let p = s.refine(3000, &cx);
+                if matched {
+                    last[k] = p;
+                }
+                s.update(bit);
+            }
+        }
+        assert!(last[1] > last[0] + 150, "{last:?}");
+        assert!(last[1] > 3600, "{last:?}");
+    }
+
+    #[test]
+    fn without_the_new_maps_the_average_is_the_classic_one() {
+        let mut s = Sse::new(true, false);
+        let mut a0 = Apm::new(256, 7);
+        let mut a1 = Apm::new(1 << 16, 7);
+        for (i, p) in [100, 900, 2048, 3500, 4000].into_iter().enumerate() {
+            let cx = SseContext {
+                c0: 1 + i as u32,
+                c2: 0x41,
+                match_state: 0,
+            };
+            let classic = (p
+                + a0.refine(p, cx.c0 as usize)
+                + 2 * a1.refine(p, 0x41 << 8 | cx.c0 as usize)
+                + 2)
+                >> 2;
+            assert_eq!(s.refine(p, &cx), classic);
+            s.update(1);
+            a0.update(1);
+            a1.update(1);
+        }
+    }
+}
