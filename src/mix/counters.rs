@@ -6,19 +6,16 @@
 //! statistics), a 7-bit count of updates and a flag set once both bits have been seen. The
 //! probability moves toward each bit by `1 / (count + 1.5)`, so the first updates average the
 //! bits seen (a context seen once predicts its bit at about 0.83) and later ones follow a moving
-//! average of `limit` bits. The flag only feeds the confidence maps (`mix:conf=1`): a context
+//! average of `LIMIT` bits. The flag only feeds the confidence maps (`mix:conf=1`): a context
 //! that has always been followed by the same bit is a stronger hint than its probability says.
 
 use super::logistic::stretch;
 
-/// The counter limit of files written before `mix:limit` existed: updates after which a
-/// counter adapts at its slowest rate, `1 / (limit + 1.5)`.
-pub const CLASSIC_LIMIT: u32 = 30;
+/// Updates after which a counter adapts at its slowest rate, `1 / (LIMIT + 1.5)`.
+const LIMIT: u32 = 30;
 /// The count's bits in the low byte of a slot; the top bit is the mixed-history flag.
 const COUNT_MASK: u32 = 0x7f;
 const MIXED: u32 = 0x80;
-/// The count at which a fast probability stops slowing down.
-const FAST_LIMIT: u32 = 2;
 /// A fresh counter: probability one half, count 0.
 const FRESH_P: u32 = 1 << 15;
 
@@ -30,12 +27,7 @@ fn rate(n: u32) -> i64 {
 /// One table of counters addressed by hashes.
 pub struct CounterTable {
     slots: Vec<u32>,
-    /// With `mix:fast=1`, a second probability per slot that adapts at least at
-    /// `1 / (FAST_LIMIT + 1.5)`: it follows the context's recent bits where the slow one
-    /// averages its whole history.
-    fast: Vec<u16>,
     bits: u32,
-    limit: u32,
 }
 
 /// What a counter knows of its context.
@@ -47,28 +39,14 @@ pub struct Counter {
     pub n: u32,
     /// Every update so far was the same bit.
     pub deterministic: bool,
-    /// The fast probability (12-bit), or `p` without one.
-    pub fast: i32,
 }
 
 impl CounterTable {
-    /// A table of `2^bits` counters that slow down to `1 / (limit + 1.5)` (`limit` at most
-    /// 127).
-    pub fn new(bits: u32, limit: u32) -> Self {
-        debug_assert!(limit <= COUNT_MASK);
+    /// A table of `2^bits` counters.
+    pub fn new(bits: u32) -> Self {
         CounterTable {
             slots: vec![0; 1usize << bits],
-            fast: Vec::new(),
             bits,
-            limit,
-        }
-    }
-
-    /// The same with a fast probability per slot.
-    pub fn with_fast(bits: u32, limit: u32) -> Self {
-        CounterTable {
-            fast: vec![0; 1usize << bits],
-            ..Self::new(bits, limit)
         }
     }
 
@@ -85,12 +63,10 @@ impl CounterTable {
         let (i, check) = self.locate(hash);
         let s = self.slots[i];
         let n = s & COUNT_MASK;
-        let p = (s >> 20) as i32;
-        ((s >> 8) & 0xff == check && n > 0).then(|| Counter {
-            p,
+        ((s >> 8) & 0xff == check && n > 0).then_some(Counter {
+            p: (s >> 20) as i32,
             n,
             deterministic: s & MIXED == 0,
-            fast: self.fast.get(i).map_or(p, |&f| (f >> 4) as i32),
         })
     }
 
@@ -110,13 +86,8 @@ impl CounterTable {
             mixed
         };
         let target = if bit == 1 { 65535i64 } else { 0 };
-        if let Some(f) = self.fast.get_mut(i) {
-            let old = if n == 0 { FRESH_P as i64 } else { *f as i64 };
-            let moved = old + (((target - old) * rate(n.min(FAST_LIMIT))) >> 16);
-            *f = moved.clamp(1, 65535) as u16;
-        }
         let p = (p as i64 + (((target - p as i64) * rate(n)) >> 16)).clamp(1, 65535) as u32;
-        self.slots[i] = (p << 16) | (check << 8) | mixed | (n + 1).min(self.limit);
+        self.slots[i] = (p << 16) | (check << 8) | mixed | (n + 1).min(LIMIT);
     }
 }
 
@@ -156,7 +127,7 @@ mod tests {
 
     #[test]
     fn a_counter_learns_its_context_and_forgets_a_stranger() {
-        let mut t = CounterTable::new(10, CLASSIC_LIMIT);
+        let mut t = CounterTable::new(10);
         let ctx = with_partial(hash(42, 1), 1);
         assert_eq!(t.get(ctx), None);
         let mut last = 2048;
@@ -187,7 +158,7 @@ mod tests {
 
     #[test]
     fn a_counter_knows_whether_its_history_was_deterministic() {
-        let mut t = CounterTable::new(10, 127);
+        let mut t = CounterTable::new(10);
         let ctx = with_partial(hash(7, 2), 1);
         for _ in 0..5 {
             t.update(ctx, 0);
@@ -195,12 +166,12 @@ mod tests {
         }
         t.update(ctx, 1);
         assert!(!t.get(ctx).unwrap().deterministic);
-        // Mixed stays mixed, and the count goes on to the limit.
+        // Mixed stays mixed, and the count goes on to its limit.
         for _ in 0..200 {
             t.update(ctx, 0);
         }
         let c = t.get(ctx).unwrap();
         assert!(!c.deterministic);
-        assert_eq!(c.n, 127);
+        assert_eq!(c.n, LIMIT);
     }
 }

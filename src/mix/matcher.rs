@@ -7,7 +7,7 @@
 //! bytes maps the hash of the last `MIN_LEN` bytes to the position after them. A match found
 //! through the index is verified against the window, so a hash collision costs nothing.
 
-use super::counters::{CLASSIC_LIMIT, CounterTable, hash, inputs};
+use super::counters::{CounterTable, hash, inputs};
 use super::logistic::stretch;
 
 /// Bytes hashed to find a match.
@@ -68,7 +68,7 @@ impl MatchModel {
             ptr: 0,
             len: 0,
             expected: None,
-            confidence: CounterTable::new(10, CLASSIC_LIMIT),
+            confidence: CounterTable::new(10),
             conf_hash: 0,
         }
     }

@@ -25,18 +25,10 @@ pub struct MixSpec {
     pub table: u32,
     /// The mixer's learning rate (1/16384 units, see [`super::mixer`]).
     pub rate: u32,
-    /// Updates after which a counter adapts at its slowest rate (see [`super::counters`]).
-    pub limit: u32,
     /// Per context table, a learned map from (count, whether the context was deterministic so
     /// far, probability) to a probability: a third mixer input that says how far to trust a
     /// counter of that history.
     pub conf: bool,
-    /// Per counter, a second probability that follows the context's recent bits: one more
-    /// mixer input per table.
-    pub fast: bool,
-    /// Two more SSE maps: one by the match state (length and expected bit), one by the last
-    /// two bytes (hashed).
-    pub sse2: bool,
     /// A table for the previous word with the current one, for text.
     pub pword: bool,
     /// A fifth weight-set selector of the mixer: the last byte and the bit position (how
@@ -54,8 +46,6 @@ pub const MAX_ORDERS: u32 = 8;
 pub const TABLE_BITS: std::ops::RangeInclusive<u32> = 12..=24;
 pub const MATCH_BITS: std::ops::RangeInclusive<u32> = 12..=28;
 pub const RATE: std::ops::RangeInclusive<u32> = 1..=64;
-/// Counter limits: a count lives in 7 bits beside the deterministic flag.
-pub const LIMIT: std::ops::RangeInclusive<u32> = 2..=127;
 /// Counters of the order-0 and order-1 tables, log2 (a byte and a partial byte fit in 16 bits).
 const SMALL_TABLE_BITS: u32 = 16;
 
@@ -77,7 +67,7 @@ pub struct MixKey {
 }
 
 /// The keys of `mix:` in canonical order.
-pub static KEYS: [MixKey; 14] = [
+pub static KEYS: [MixKey; 11] = [
     MixKey {
         name: "orders",
         get: |m| m.orders,
@@ -152,38 +142,10 @@ pub static KEYS: [MixKey; 14] = [
         implicit: None,
     },
     MixKey {
-        name: "limit",
-        get: |m| m.limit,
-        set: |m, v| m.limit = v,
-        check: |v| match LIMIT.contains(&v) {
-            true => Ok(()),
-            false => Err(format!(
-                "mix limit {v} is out of range ({}..={})",
-                LIMIT.start(),
-                LIMIT.end()
-            )),
-        },
-        implicit: Some(super::counters::CLASSIC_LIMIT),
-    },
-    MixKey {
         name: "conf",
         get: |m| m.conf as u32,
         set: |m, v| m.conf = v != 0,
         check: |v| flag(v, "conf"),
-        implicit: Some(0),
-    },
-    MixKey {
-        name: "fast",
-        get: |m| m.fast as u32,
-        set: |m, v| m.fast = v != 0,
-        check: |v| flag(v, "fast"),
-        implicit: Some(0),
-    },
-    MixKey {
-        name: "sse2",
-        get: |m| m.sse2 as u32,
-        set: |m, v| m.sse2 = v != 0,
-        check: |v| flag(v, "sse2"),
         implicit: Some(0),
     },
     MixKey {
@@ -229,7 +191,9 @@ fn flag(v: u32, key: &str) -> Result<(), String> {
 }
 
 impl MixSpec {
-    /// The stage as the default level uses it.
+    /// The stage as levels 5–9 use it, and as `mix:` gives it: every component measured to
+    /// pay across text, source and binaries (README, "The mixing stage"), with the mixer's
+    /// rate that suits that many inputs.
     pub const DEFAULT: MixSpec = MixSpec {
         orders: 6,
         word: true,
@@ -237,14 +201,11 @@ impl MixSpec {
         matcher: 22,
         sse: true,
         table: 22,
-        rate: 12,
-        limit: super::counters::CLASSIC_LIMIT,
-        conf: false,
-        fast: false,
-        sse2: false,
-        pword: false,
-        select: false,
-        record: false,
+        rate: 6,
+        conf: true,
+        pword: true,
+        select: true,
+        record: true,
     };
 
     /// `self` with every key that has an implicit value ([`MixKey::implicit`]) set to it: the
@@ -307,7 +268,7 @@ impl MixSpec {
 
     /// Inputs the mixer takes per context table.
     pub(super) fn inputs_per_table(&self) -> usize {
-        2 + self.conf as usize + self.fast as usize
+        2 + self.conf as usize
     }
 
     /// The mixer's inputs: a bias, the network, two or three per context table, three for the
@@ -327,19 +288,14 @@ impl MixSpec {
 
     /// Bytes of memory the stage takes (within a few kilobytes).
     pub fn bytes(&self) -> usize {
-        let per_counter = if self.fast { 6 } else { 4 };
-        let tables: usize = self.table_bits().iter().map(|&b| per_counter << b).sum();
+        let tables: usize = self.table_bits().iter().map(|&b| 4usize << b).sum();
         let matcher = if self.matcher > 0 {
             matcher::bytes(self.matcher)
         } else {
             0
         };
         let apms = if self.sse {
-            Apm::bytes(256) + Apm::bytes(1 << 16)
-        } else {
-            0
-        } + if self.sse2 {
-            Apm::bytes(MATCH_APM_CONTEXTS) + Apm::bytes(1 << ORDER2_APM_BITS)
+            super::sse::Sse::bytes()
         } else {
             0
         } + if self.conf {
@@ -360,9 +316,5 @@ impl MixSpec {
 /// alone first (tables of [`SMALL_TABLE_BITS`]), then pairs.
 pub(super) const SPARSE: [u64; 4] = [0xff00, 0xff00_0000, 0xff_ff00, 0xff_00ff];
 
-/// Contexts of the SSE map by match state: no match, or (length bucket, expected bit).
-pub(super) const MATCH_APM_CONTEXTS: usize = 1 + 64;
-/// Contexts of the order-2 SSE map, log2 (the last two bytes and the bits so far, hashed).
-pub(super) const ORDER2_APM_BITS: u32 = 16;
 /// Contexts of each counter's confidence map: count 0..=15 × deterministic so far.
 pub(super) const CONF_CONTEXTS: usize = 32;
