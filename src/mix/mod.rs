@@ -3,8 +3,9 @@
 //! For each bit it mixes the network's own prediction — derived from its 256-way distribution
 //! as the share of the remaining bytes whose next bit is 1 — with fast context statistics:
 //!
-//! - [`counters`]: order-0 to order-N contexts and the current word, in hashed tables of
-//!   adaptive counters;
+//! - [`counters`]: order-0 to order-N contexts, the current word (and the one before it),
+//!   sparse and record contexts, in hashed tables of adaptive counters — each, with `conf`,
+//!   also refined by a map learned from its count and whether its history was deterministic;
 //! - [`matcher`]: the longest recent match of the last bytes and the byte that followed it;
 //! - [`mixer`]: a two-layer logistic mixer with weight sets chosen by small contexts;
 //! - [`record`]: the record length of tables and binaries, and contexts by the byte above;
