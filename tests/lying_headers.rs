@@ -203,6 +203,7 @@ fn a_header_asking_for_a_huge_mixing_stage_is_refused_before_allocating() {
         sse: true,
         table: 24,
         rate: 12,
+        ..MixSpec::DEFAULT
     });
     refused_at_once(&file_with(&recipe), "the mixing stage needs");
 }

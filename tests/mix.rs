@@ -34,11 +34,15 @@ fn every_configuration_of_the_stage_round_trips() {
     let mut data = text(3000);
     data.extend(binary(3000, 5));
     for mix in [
-        "mix:orders=0,word=0,sparse=0,match=0,sse=0",
-        "mix:orders=0,word=0,sparse=0,match=12,sse=0",
-        "mix:orders=1,word=0,sparse=0,match=0,sse=1",
-        "mix:orders=8,word=1,sparse=1,match=0,sse=0,table=12,rate=1",
+        "mix:orders=0,word=0,sparse=0,match=0,sse=0,conf=0,pword=0,select=0,record=0",
+        "mix:orders=0,word=0,sparse=0,match=12,sse=0,conf=0,pword=0,select=0,record=0",
+        "mix:orders=1,word=0,sparse=0,match=0,sse=1,conf=0,pword=0,select=0,record=0",
+        "mix:orders=8,word=1,sparse=1,match=0,sse=0,table=12,rate=1,conf=0,record=0",
         "mix:orders=3,word=0,sparse=1,match=20,sse=1,table=18,rate=64",
+        "mix:orders=2,word=0,sparse=0,match=0,sse=0,table=12,conf=1,pword=0,select=0,record=0",
+        "mix:orders=0,word=0,sparse=0,match=12,sse=0,conf=0,pword=0,select=1,record=0",
+        "mix:orders=0,word=1,sparse=0,match=0,sse=1,conf=0,pword=1,select=0,record=1",
+        "mix:orders=6,word=1,sparse=1,match=16,sse=1,table=16,conf=1,pword=1,select=1,record=1",
     ] {
         let recipe = base.edit(mix, None).unwrap();
         assert_round_trip(&recipe, mix, &data);
@@ -52,7 +56,10 @@ fn every_configuration_of_the_stage_round_trips() {
 #[test]
 fn the_header_stores_the_stage_and_the_decoder_runs_it() {
     let recipe = tiny(ModelKind::Rwkv7, Some(OptimizerKind::Sgd), 1)
-        .edit("mix:orders=4,rate=7,table=14,match=14", None)
+        .edit(
+            "mix:orders=4,rate=7,table=14,match=14,conf=0,pword=0,select=0,record=0",
+            None,
+        )
         .unwrap();
     let text_of = recipe.to_text();
     assert!(
@@ -65,6 +72,24 @@ fn the_header_stores_the_stage_and_the_decoder_runs_it() {
         decompress_bytes_with(&lmzip::codec::Options::default(), &packed).unwrap();
     assert_eq!(back, data);
     assert_eq!(summary.recipe, recipe);
+    // Keys added later print only when they differ from their implicit value ("off").
+    let later = recipe.edit("mix:conf=1,record=1", None).unwrap();
+    // The default stage turns them all on.
+    assert!(
+        tiny(ModelKind::Rwkv7, None, 1)
+            .edit("mix:", None)
+            .unwrap()
+            .to_text()
+            .contains(",rate=6,conf=1,pword=1,select=1,record=1 0..:")
+    );
+    let later_text = later.to_text();
+    assert!(
+        later_text.contains(
+            " mix:orders=4,word=1,sparse=1,match=14,sse=1,table=14,rate=7,conf=1,record=1 0..:"
+        ),
+        "{later_text}"
+    );
+    assert_eq!(lmzip::recipe::Recipe::parse(&later_text).unwrap(), later);
     // Without the stage the same network codes other bytes.
     let plain = recipe.edit("mix:off", None).unwrap();
     assert_eq!(plain.mix, None);
@@ -87,4 +112,30 @@ fn the_stage_beats_the_network_alone_on_text_and_records() {
             );
         }
     }
+}
+
+/// A stored recipe written before the keys `conf`, `pword`, `select` and `record` existed
+/// reads with each at its implicit value (off); one that leaves out an original key is refused.
+#[test]
+fn stored_recipes_without_the_later_keys_read_as_before() {
+    let recipe = tiny(ModelKind::Mamba1, None, 1)
+        .edit(
+            "mix:orders=4,word=1,sparse=0,match=14,sse=1,table=14,rate=7",
+            None,
+        )
+        .unwrap();
+    // As a file written then stores it: without the later keys.
+    let stored = recipe
+        .to_text()
+        .replace(",conf=1,pword=1,select=1,record=1", "");
+    assert!(stored.contains(" mix:orders=4,word=1,sparse=0,match=14,sse=1,table=14,rate=7 0..:"));
+    let back = lmzip::recipe::Recipe::parse(&stored).unwrap();
+    let mix = back.mix.unwrap();
+    assert_eq!(
+        (mix.conf, mix.pword, mix.select, mix.record),
+        (false, false, false, false)
+    );
+    let without_rate = stored.replace(",rate=7", "");
+    let err = lmzip::recipe::Recipe::parse(&without_rate).unwrap_err();
+    assert!(err.to_string().contains("gives every key"), "{err}");
 }

@@ -177,30 +177,35 @@ fn rule(groups: usize) -> impl Strategy<Value = Rule> {
     (span, body).prop_map(|(span, body)| Rule { span, body })
 }
 
-/// Mixing stages within the limits (or none).
+/// Mixing stages within the limits (or none), with the later keys on or off.
 fn mix() -> impl Strategy<Value = Option<MixSpec>> {
-    proptest::option::of(
-        (
-            0u32..=8,
-            any::<bool>(),
-            any::<bool>(),
-            prop_oneof![Just(0u32), 12u32..=24],
-            any::<bool>(),
-            12u32..=20,
-            1u32..=64,
-        )
-            .prop_map(
-                |(orders, word, sparse, matcher, sse, table, rate)| MixSpec {
-                    orders,
-                    word,
-                    sparse,
-                    matcher,
-                    sse,
-                    table,
-                    rate,
-                },
-            ),
-    )
+    let first = (
+        0u32..=8,
+        any::<bool>(),
+        any::<bool>(),
+        prop_oneof![Just(0u32), 12u32..=24],
+        any::<bool>(),
+        12u32..=20,
+        1u32..=64,
+    );
+    let later = (any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>());
+    proptest::option::of((first, later).prop_map(
+        |((orders, word, sparse, matcher, sse, table, rate), (conf, pword, select, record))| {
+            MixSpec {
+                orders,
+                word,
+                sparse,
+                matcher,
+                sse,
+                table,
+                rate,
+                conf,
+                pword,
+                select,
+                record,
+            }
+        },
+    ))
 }
 
 fn recipe() -> impl Strategy<Value = Recipe> {

@@ -3,14 +3,19 @@
 //!
 //! A counter is one `u32`: a 16-bit probability, an 8-bit check taken from the context's hash
 //! (so that a slot another context claimed reads as unseen instead of as someone else's
-//! statistics) and an 8-bit count of updates. The probability moves toward each bit by
-//! `1 / (count + 1.5)`, so the first updates average the bits seen (a context seen once predicts
-//! its bit at about 0.83) and later ones follow a moving average of `LIMIT` bits.
+//! statistics), a 7-bit count of updates and a flag set once both bits have been seen. The
+//! probability moves toward each bit by `1 / (count + 1.5)`, so the first updates average the
+//! bits seen (a context seen once predicts its bit at about 0.83) and later ones follow a moving
+//! average of `LIMIT` bits. The flag only feeds the confidence maps (`mix:conf=1`): a context
+//! that has always been followed by the same bit is a stronger hint than its probability says.
 
 use super::logistic::stretch;
 
 /// Updates after which a counter adapts at its slowest rate, `1 / (LIMIT + 1.5)`.
 const LIMIT: u32 = 30;
+/// The count's bits in the low byte of a slot; the top bit is the mixed-history flag.
+const COUNT_MASK: u32 = 0x7f;
+const MIXED: u32 = 0x80;
 /// A fresh counter: probability one half, count 0.
 const FRESH_P: u32 = 1 << 15;
 
@@ -23,6 +28,17 @@ fn rate(n: u32) -> i64 {
 pub struct CounterTable {
     slots: Vec<u32>,
     bits: u32,
+}
+
+/// What a counter knows of its context.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Counter {
+    /// 12-bit probability that the next bit is 1.
+    pub p: i32,
+    /// Updates seen, up to the table's limit.
+    pub n: u32,
+    /// Every update so far was the same bit.
+    pub deterministic: bool,
 }
 
 impl CounterTable {
@@ -43,34 +59,44 @@ impl CounterTable {
 
     /// The counter for `hash`: its 12-bit probability and count, or `None` if the slot holds
     /// another context (or none yet).
-    pub fn get(&self, hash: u32) -> Option<(i32, u32)> {
+    pub fn get(&self, hash: u32) -> Option<Counter> {
         let (i, check) = self.locate(hash);
         let s = self.slots[i];
-        let n = s & 0xff;
-        ((s >> 8) & 0xff == check && n > 0).then_some(((s >> 20) as i32, n))
+        let n = s & COUNT_MASK;
+        ((s >> 8) & 0xff == check && n > 0).then_some(Counter {
+            p: (s >> 20) as i32,
+            n,
+            deterministic: s & MIXED == 0,
+        })
     }
 
     /// Moves the counter for `hash` toward `bit`, claiming the slot if another context held it.
     pub fn update(&mut self, hash: u32, bit: u32) {
         let (i, check) = self.locate(hash);
         let s = self.slots[i];
-        let (p, n) = if (s >> 8) & 0xff == check && s & 0xff > 0 {
-            (s >> 16, s & 0xff)
+        let (p, n, mixed) = if (s >> 8) & 0xff == check && s & COUNT_MASK > 0 {
+            (s >> 16, s & COUNT_MASK, s & MIXED)
         } else {
-            (FRESH_P, 0)
+            (FRESH_P, 0, 0)
+        };
+        // A deterministic history leans toward its bit: another bit makes it mixed.
+        let mixed = if n > 0 && (p >= FRESH_P) != (bit == 1) {
+            MIXED
+        } else {
+            mixed
         };
         let target = if bit == 1 { 65535i64 } else { 0 };
         let p = (p as i64 + (((target - p as i64) * rate(n)) >> 16)).clamp(1, 65535) as u32;
-        self.slots[i] = (p << 16) | (check << 8) | (n + 1).min(LIMIT);
+        self.slots[i] = (p << 16) | (check << 8) | mixed | (n + 1).min(LIMIT);
     }
 }
 
 /// The inputs a counter gives the mixer: its stretched probability, and the same scaled by
 /// how sure the count makes it (0 for an unseen context).
-pub fn inputs(counter: Option<(i32, u32)>) -> [i32; 2] {
+pub fn inputs(counter: Option<Counter>) -> [i32; 2] {
     match counter {
         None => [0, 0],
-        Some((p, n)) => {
+        Some(Counter { p, n, .. }) => {
             let st = stretch(p);
             let confidence = n.min(15) as i32;
             [st, (st * confidence) >> 4]
@@ -107,8 +133,13 @@ mod tests {
         let mut last = 2048;
         for k in 0..20 {
             t.update(ctx, 1);
-            let (p, n) = t.get(ctx).unwrap();
+            let Counter {
+                p,
+                n,
+                deterministic,
+            } = t.get(ctx).unwrap();
             assert_eq!(n, k + 1);
+            assert!(deterministic);
             assert!(p > last || p >= 4090, "confidence rises: {p} after {last}");
             last = p;
         }
@@ -122,6 +153,25 @@ mod tests {
         assert_eq!(t.get(other), None);
         t.update(other, 0);
         assert_eq!(t.get(ctx), None);
-        assert!(t.get(other).unwrap().0 < 1024);
+        assert!(t.get(other).unwrap().p < 1024);
+    }
+
+    #[test]
+    fn a_counter_knows_whether_its_history_was_deterministic() {
+        let mut t = CounterTable::new(10);
+        let ctx = with_partial(hash(7, 2), 1);
+        for _ in 0..5 {
+            t.update(ctx, 0);
+            assert!(t.get(ctx).unwrap().deterministic);
+        }
+        t.update(ctx, 1);
+        assert!(!t.get(ctx).unwrap().deterministic);
+        // Mixed stays mixed, and the count goes on to its limit.
+        for _ in 0..200 {
+            t.update(ctx, 0);
+        }
+        let c = t.get(ctx).unwrap();
+        assert!(!c.deterministic);
+        assert_eq!(c.n, LIMIT);
     }
 }

@@ -3,11 +3,15 @@
 //! For each bit it mixes the network's own prediction — derived from its 256-way distribution
 //! as the share of the remaining bytes whose next bit is 1 — with fast context statistics:
 //!
-//! - [`counters`]: order-0 to order-N contexts and the current word, in hashed tables of
-//!   adaptive counters;
+//! - [`counters`]: order-0 to order-N contexts, the current word (and the one before it),
+//!   sparse and record contexts, in hashed tables of adaptive counters — each, with `conf`,
+//!   also refined by a map learned from its count and whether its history was deterministic;
 //! - [`matcher`]: the longest recent match of the last bytes and the byte that followed it;
 //! - [`mixer`]: a two-layer logistic mixer with weight sets chosen by small contexts;
-//! - [`apm`]: two adaptive probability maps (SSE) on the mixed probability.
+//! - [`record`]: the record length of tables and binaries, and contexts by the byte above;
+//! - [`sse`]: adaptive probability maps ([`apm`]) on the mixed probability.
+//!
+//! Its settings and their header keys are in [`spec`].
 //!
 //! The network trains on its softmax loss exactly as without the stage; the stage only reads
 //! its distribution, after the coder's integer quantisation ([`crate::coder::QuantizedPdf`]),
@@ -18,229 +22,22 @@ pub mod counters;
 pub mod logistic;
 pub mod matcher;
 pub mod mixer;
+pub mod record;
+pub mod spec;
+pub mod sse;
 
-use anyhow::{Result, bail};
+pub use spec::{
+    KEYS, MATCH_BITS, MAX_MIX_BYTES, MAX_ORDERS, MixKey, MixSpec, RATE, TABLE_BITS, key, key_names,
+};
 
 use apm::Apm;
-use counters::{CounterTable, hash, inputs, with_partial};
+use counters::{Counter, CounterTable, hash, inputs, with_partial};
 use logistic::{ST_MAX, stretch};
 use matcher::{MatchModel, length_bucket};
 use mixer::Mixer2;
-
-/// The settings of the stage, as the recipe's `mix:` item gives them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MixSpec {
-    /// Context statistics of the last 0..=N bytes (N + 1 tables); 0 for none.
-    pub orders: u32,
-    /// A table for the current word (letters), for text.
-    pub word: bool,
-    /// Sparse contexts, for binary data: bytes 2 and 4 back alone, bytes 2–3, and bytes 1
-    /// and 3 (records and instructions of 2 and 4 bytes).
-    pub sparse: bool,
-    /// The match model's window, log2 of bytes; 0 for no match model.
-    pub matcher: u32,
-    /// The two SSE maps after the mixer.
-    pub sse: bool,
-    /// Counters per context table above order 1, log2.
-    pub table: u32,
-    /// The mixer's learning rate (1/16384 units, see [`mixer`]).
-    pub rate: u32,
-}
-
-/// Most memory the stage may take in this build: a header asking for more is refused before
-/// anything is allocated.
-pub const MAX_MIX_BYTES: usize = 1 << 30;
-pub const MAX_ORDERS: u32 = 8;
-pub const TABLE_BITS: std::ops::RangeInclusive<u32> = 12..=24;
-pub const MATCH_BITS: std::ops::RangeInclusive<u32> = 12..=28;
-pub const RATE: std::ops::RangeInclusive<u32> = 1..=64;
-/// Counters of the order-0 and order-1 tables, log2 (a byte and a partial byte fit in 16 bits).
-const SMALL_TABLE_BITS: u32 = 16;
-
-/// One key of the recipe's `mix:` item (docs/recipes.md, "The mixing stage"): its name, how
-/// it reads and sets its whole-number value, and the values it takes. The recipe's parser,
-/// printer and error messages and [`MixSpec::validate`] all follow [`KEYS`].
-pub struct MixKey {
-    pub name: &'static str,
-    pub get: fn(&MixSpec) -> u32,
-    /// Sets a value that `check` accepted.
-    pub set: fn(&mut MixSpec, u32),
-    /// The values the key takes; the message names the key.
-    pub check: fn(u32) -> Result<(), String>,
-}
-
-/// The keys of `mix:` in canonical order.
-pub static KEYS: [MixKey; 7] = [
-    MixKey {
-        name: "orders",
-        get: |m| m.orders,
-        set: |m, v| m.orders = v,
-        check: |v| match v <= MAX_ORDERS {
-            true => Ok(()),
-            false => Err(format!("mix orders {v} is out of range (0..={MAX_ORDERS})")),
-        },
-    },
-    MixKey {
-        name: "word",
-        get: |m| m.word as u32,
-        set: |m, v| m.word = v != 0,
-        check: |v| flag(v, "word"),
-    },
-    MixKey {
-        name: "sparse",
-        get: |m| m.sparse as u32,
-        set: |m, v| m.sparse = v != 0,
-        check: |v| flag(v, "sparse"),
-    },
-    MixKey {
-        name: "match",
-        get: |m| m.matcher,
-        set: |m, v| m.matcher = v,
-        check: |v| match v == 0 || MATCH_BITS.contains(&v) {
-            true => Ok(()),
-            false => Err(format!(
-                "mix match {v} is out of range (0 for none, or {}..={}, log2 of the window)",
-                MATCH_BITS.start(),
-                MATCH_BITS.end()
-            )),
-        },
-    },
-    MixKey {
-        name: "sse",
-        get: |m| m.sse as u32,
-        set: |m, v| m.sse = v != 0,
-        check: |v| flag(v, "sse"),
-    },
-    MixKey {
-        name: "table",
-        get: |m| m.table,
-        set: |m, v| m.table = v,
-        check: |v| match TABLE_BITS.contains(&v) {
-            true => Ok(()),
-            false => Err(format!(
-                "mix table {v} is out of range ({}..={}, log2 of counters)",
-                TABLE_BITS.start(),
-                TABLE_BITS.end()
-            )),
-        },
-    },
-    MixKey {
-        name: "rate",
-        get: |m| m.rate,
-        set: |m, v| m.rate = v,
-        check: |v| match RATE.contains(&v) {
-            true => Ok(()),
-            false => Err(format!(
-                "mix rate {v} is out of range ({}..={})",
-                RATE.start(),
-                RATE.end()
-            )),
-        },
-    },
-];
-
-/// The key named `name`.
-pub fn key(name: &str) -> Option<&'static MixKey> {
-    KEYS.iter().find(|k| k.name == name)
-}
-
-/// The key names in canonical order, joined by `sep`.
-pub fn key_names(sep: &str) -> String {
-    let names: Vec<&str> = KEYS.iter().map(|k| k.name).collect();
-    names.join(sep)
-}
-
-/// A 0/1 switch.
-fn flag(v: u32, key: &str) -> Result<(), String> {
-    match v {
-        0 | 1 => Ok(()),
-        _ => Err(format!("mix {key} is 0 or 1")),
-    }
-}
-
-impl MixSpec {
-    /// The stage as the default level uses it.
-    pub const DEFAULT: MixSpec = MixSpec {
-        orders: 6,
-        word: true,
-        sparse: true,
-        matcher: 22,
-        sse: true,
-        table: 22,
-        rate: 12,
-    };
-
-    /// Checks every key ([`KEYS`]) and the memory the stage needs.
-    pub fn validate(&self) -> Result<()> {
-        for key in &KEYS {
-            if let Err(message) = (key.check)((key.get)(self)) {
-                bail!(message);
-            }
-        }
-        let bytes = self.bytes();
-        if bytes > MAX_MIX_BYTES {
-            bail!(
-                "the mixing stage needs about {} MiB; this build accepts at most {} MiB",
-                bytes >> 20,
-                MAX_MIX_BYTES >> 20
-            );
-        }
-        Ok(())
-    }
-
-    /// Log2 sizes of the context tables, orders first, then the word table.
-    fn table_bits(&self) -> Vec<u32> {
-        let mut t = Vec::new();
-        if self.orders > 0 {
-            for order in 0..=self.orders {
-                t.push(if order <= 1 {
-                    SMALL_TABLE_BITS
-                } else {
-                    self.table
-                });
-            }
-        }
-        if self.word {
-            t.push(self.table);
-        }
-        if self.sparse {
-            for (i, _) in SPARSE.iter().enumerate() {
-                t.push(if i < 2 { SMALL_TABLE_BITS } else { self.table });
-            }
-        }
-        t
-    }
-
-    /// The mixer's inputs: a bias, the network, two per context table, three for the match.
-    fn inputs(&self) -> usize {
-        2 + 2 * self.table_bits().len() + if self.matcher > 0 { 3 } else { 0 }
-    }
-
-    /// The sizes of the first layer's weight sets, one per selector (see [`Stage::p`]).
-    fn selector_sets(&self) -> [usize; 4] {
-        [256, 33, (self.orders as usize + 2) * 8, 16]
-    }
-
-    /// Bytes of memory the stage takes (within a few kilobytes).
-    pub fn bytes(&self) -> usize {
-        let tables: usize = self.table_bits().iter().map(|&b| 4usize << b).sum();
-        let matcher = if self.matcher > 0 {
-            matcher::bytes(self.matcher)
-        } else {
-            0
-        };
-        let apms = if self.sse {
-            Apm::bytes(256) + Apm::bytes(1 << 16)
-        } else {
-            0
-        };
-        tables + matcher + apms + Mixer2::bytes(self.inputs(), &self.selector_sets())
-    }
-}
-
-/// The bytes of the history (newest in the low byte) each sparse context reads: one byte
-/// alone first (tables of [`SMALL_TABLE_BITS`]), then pairs.
-const SPARSE: [u64; 4] = [0xff00, 0xff00_0000, 0xff_ff00, 0xff_00ff];
+use record::RecordModel;
+use spec::{CONF_CONTEXTS, SPARSE};
+use sse::Sse;
 
 /// Bias input of the mixer (a constant, in stretch units).
 const BIAS: i32 = 256;
@@ -253,10 +50,12 @@ pub struct Stage {
     contexts: Vec<u32>,
     /// Per table: the slot hash of the current bit.
     slots: Vec<u32>,
+    /// Per table, with `conf`: the map from a counter's history to a probability.
+    confidence: Vec<Apm>,
     matcher: Option<MatchModel>,
+    record: Option<RecordModel>,
     mixer: Mixer2,
-    apm_order0: Option<Apm>,
-    apm_order1: Option<Apm>,
+    sse: Option<Sse>,
     inputs: Vec<i32>,
     /// The network's quantised distribution of the current byte, as a cumulative table.
     cdf: Vec<u32>,
@@ -264,6 +63,8 @@ pub struct Stage {
     history: u64,
     /// Hash of the letters of the current word (0 between words).
     word: u32,
+    /// Hash of the word before the current one (or before the last gap).
+    prev_word: u32,
     /// The bits of the current byte so far, after a leading 1.
     c0: u32,
     /// Bits of the current byte coded so far.
@@ -286,14 +87,19 @@ impl Stage {
             tables: bits.iter().map(|&b| CounterTable::new(b)).collect(),
             contexts: vec![0; bits.len()],
             slots: vec![0; bits.len()],
+            confidence: match spec.conf {
+                true => bits.iter().map(|_| Apm::new(CONF_CONTEXTS, 6)).collect(),
+                false => Vec::new(),
+            },
             matcher: (spec.matcher > 0).then(|| MatchModel::new(spec.matcher)),
+            record: spec.record.then(RecordModel::new),
             mixer: Mixer2::new(n_inputs, &spec.selector_sets(), spec.rate as i32, &init),
-            apm_order0: spec.sse.then(|| Apm::new(256, 7)),
-            apm_order1: spec.sse.then(|| Apm::new(1 << 16, 7)),
+            sse: spec.sse.then(Sse::new),
             inputs: vec![0; n_inputs],
             cdf: vec![0; 257],
             history: 0,
             word: 0,
+            prev_word: 0,
             c0: 1,
             bit_index: 0,
             p_mix: 2048,
@@ -325,31 +131,23 @@ impl Stage {
     /// The 12-bit probability that the next bit is 1.
     pub fn p(&mut self) -> i32 {
         let net = stretch(self.network_p());
-        let x = &mut self.inputs;
-        x[0] = BIAS;
-        x[1] = net;
-        let mut seen = 0usize;
-        let mut i = 2;
-        for (t, table) in self.tables.iter().enumerate() {
-            let slot = with_partial(self.contexts[t], self.c0);
-            self.slots[t] = slot;
-            let counter = table.get(slot);
-            seen += counter.is_some() as usize;
-            let [a, b] = inputs(counter);
-            x[i] = a;
-            x[i + 1] = b;
-            i += 2;
-        }
-        let mut match_set = 0usize;
+        self.inputs[0] = BIAS;
+        self.inputs[1] = net;
+        let (seen, mut i) = self.table_inputs(2);
+        let mut match_state = 0usize;
         if let Some(m) = &mut self.matcher {
-            let [a, b, c] = m.predict(self.bit_index);
-            x[i] = a;
-            x[i + 1] = b;
-            x[i + 2] = c;
+            let x = &mut self.inputs;
+            [x[i], x[i + 1], x[i + 2]] = m.predict(self.bit_index);
+            i += 3;
             if let Some(bit) = m.expected_bit(self.bit_index) {
-                match_set = 1 + (length_bucket(m.match_len()).min(15) * 2 + bit) as usize;
+                match_state = 1 + (length_bucket(m.match_len()) * 2 + bit) as usize;
             }
         }
+        debug_assert_eq!(i, self.inputs.len());
+        let match_set = match match_state {
+            0 => 0,
+            s => 1 + (((s - 1) >> 1).min(15) << 1 | ((s - 1) & 1)),
+        };
         let orders_seen = seen.min(self.spec.orders as usize + 1);
         let net_bucket = ((net + ST_MAX + 1) >> 8).clamp(0, 15) as usize;
         let select = [
@@ -357,27 +155,49 @@ impl Stage {
             match_set,
             orders_seen * 8 + self.bit_index as usize,
             net_bucket,
+            ((self.history & 0xff) as usize) * 8 + self.bit_index as usize,
         ];
-        let mut p = self
+        // Without `select` the mixer has four selectors and reads the first four.
+        let p = self
             .mixer
             .mix(&self.inputs, &select, self.bit_index as usize);
         self.p_mix = p;
-        if let (Some(a0), Some(a1)) = (&mut self.apm_order0, &mut self.apm_order1) {
-            let c1 = (self.history & 0xff) as usize;
-            let r0 = a0.refine(p, self.c0 as usize);
-            let r1 = a1.refine(p, (c1 << 8) | self.c0 as usize);
-            p = (p + r0 + 2 * r1 + 2) >> 2;
-        }
+        let p = match &mut self.sse {
+            Some(sse) => sse.refine(p, self.c0, (self.history & 0xff) as u32),
+            None => p,
+        };
         self.p = p.clamp(1, 4095);
         self.p
+    }
+
+    /// Fills the context tables' mixer inputs from `inputs[first]` on; returns how many tables
+    /// have seen their context and the index after the last input.
+    fn table_inputs(&mut self, first: usize) -> (usize, usize) {
+        let mut seen = 0usize;
+        let mut i = first;
+        for (t, table) in self.tables.iter().enumerate() {
+            let slot = with_partial(self.contexts[t], self.c0);
+            self.slots[t] = slot;
+            let counter = table.get(slot);
+            seen += counter.is_some() as usize;
+            [self.inputs[i], self.inputs[i + 1]] = inputs(counter);
+            i += 2;
+            if let Some(map) = self.confidence.get_mut(t) {
+                self.inputs[i] = confidence_input(map, counter);
+                i += 1;
+            }
+        }
+        (seen, i)
     }
 
     /// Learns the coded bit (after [`Stage::p`]); after the eighth, the byte.
     pub fn update(&mut self, bit: u32) {
         self.mixer.update(&self.inputs, bit);
-        if let (Some(a0), Some(a1)) = (&mut self.apm_order0, &mut self.apm_order1) {
-            a0.update(bit);
-            a1.update(bit);
+        if let Some(sse) = &mut self.sse {
+            sse.update(bit);
+        }
+        for map in &mut self.confidence {
+            map.update(bit);
         }
         for (t, table) in self.tables.iter_mut().enumerate() {
             table.update(self.slots[t], bit);
@@ -400,11 +220,15 @@ impl Stage {
         if byte.is_ascii_alphabetic() {
             let lower = byte.to_ascii_lowercase() as u32;
             self.word = (self.word.wrapping_add(lower + 1)).wrapping_mul(0x2F0B_3C47) | 1;
-        } else {
+        } else if self.word != 0 {
+            self.prev_word = self.word;
             self.word = 0;
         }
         if let Some(m) = &mut self.matcher {
             m.update_byte(byte);
+        }
+        if let Some(r) = &mut self.record {
+            r.update_byte(byte);
         }
         self.set_contexts();
     }
@@ -439,6 +263,22 @@ impl Stage {
                 t += 1;
             }
         }
+        if self.spec.pword {
+            // The word before with the current word (or, between words, the last byte).
+            let current = if self.word != 0 {
+                self.word as u64
+            } else {
+                self.history & 0xff
+            };
+            self.contexts[t] = hash((self.prev_word as u64) << 32 | current, 0x78);
+            t += 1;
+        }
+        if let Some(r) = &self.record {
+            let [a, b] = r.contexts();
+            self.contexts[t] = a;
+            self.contexts[t + 1] = b;
+            t += 2;
+        }
         debug_assert_eq!(t, self.contexts.len());
     }
 
@@ -448,17 +288,36 @@ impl Stage {
     }
 }
 
+/// A counter's third mixer input (`mix:conf=1`): its probability refined by `map` in the
+/// context of its count and whether its history was deterministic, stretched.
+fn confidence_input(map: &mut Apm, counter: Option<Counter>) -> i32 {
+    let (p, cx) = match counter {
+        None => (2048, 0),
+        Some(c) => (c.p, (c.n.min(15) as usize) << 1 | c.deterministic as usize),
+    };
+    stretch(map.refine(p, cx))
+}
+
 #[cfg(test)]
-mod tests {
+mod tests_support {
     use super::*;
 
+    /// The stage as files written before the later keys have it (each key with an implicit
+    /// value off), at the mixer rate it had then.
+    pub fn classic() -> MixSpec {
+        MixSpec {
+            rate: 12,
+            ..MixSpec::DEFAULT.with_implicit_keys()
+        }
+    }
+
     /// A uniform network: every byte has the same share.
-    fn uniform() -> Vec<u32> {
+    pub fn uniform() -> Vec<u32> {
         (0..=256u32).map(|s| s << 16).collect()
     }
 
     /// Bits spent by a stage on `data` with a uniform network.
-    fn cost(spec: &MixSpec, data: &[u8]) -> f64 {
+    pub fn cost(spec: &MixSpec, data: &[u8]) -> f64 {
         let mut s = Stage::new(spec);
         let cdf = uniform();
         let mut bits = 0.0;
@@ -473,6 +332,12 @@ mod tests {
         }
         bits
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tests_support::*;
+    use super::*;
 
     #[test]
     fn the_network_alone_is_passed_through() {
@@ -482,7 +347,7 @@ mod tests {
             sparse: false,
             matcher: 0,
             sse: false,
-            ..MixSpec::DEFAULT
+            ..classic()
         };
         let mut s = Stage::new(&spec);
         // A network sure of byte 0x41: its bits come out confident from the start.
@@ -506,7 +371,7 @@ mod tests {
         let text: Vec<u8> = b"abracadabra, abracadabra! ".repeat(40);
         let spec = MixSpec {
             matcher: 0,
-            ..MixSpec::DEFAULT
+            ..classic()
         };
         let bits = cost(&spec, &text);
         assert!(
@@ -535,7 +400,7 @@ mod tests {
             sparse: false,
             matcher: 0,
             sse: false,
-            ..MixSpec::DEFAULT
+            ..classic()
         };
         let with_match = MixSpec {
             matcher: 16,
@@ -546,5 +411,145 @@ mod tests {
         // Random bytes repeated: only the match model can see the repeats.
         assert!(a > 7.5 * data.len() as f64, "{a}");
         assert!(b < 0.3 * a, "{b} vs {a}");
+    }
+}
+
+#[cfg(test)]
+mod new_component_tests {
+    use super::tests_support::*;
+    use super::*;
+
+    /// The stage with context orders 0–2 only: the new components are judged against it.
+    fn plain() -> MixSpec {
+        MixSpec {
+            orders: 2,
+            word: false,
+            sparse: false,
+            matcher: 0,
+            sse: false,
+            table: 16,
+            ..classic()
+        }
+    }
+
+    /// Rows of 32 bytes, each the row above with every byte raised by 1 one time in four: only a
+    /// model that looks one record back can predict it.
+    fn image(rows: usize) -> Vec<u8> {
+        let mut x = 11u32;
+        let mut next = move || {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            x >> 16
+        };
+        let mut row: Vec<u8> = (0..32).map(|_| next() as u8).collect();
+        let mut data = Vec::new();
+        for _ in 0..rows {
+            data.extend_from_slice(&row);
+            for b in &mut row {
+                *b = b.wrapping_add((next() & 3 == 0) as u8);
+            }
+        }
+        data
+    }
+
+    #[test]
+    fn the_record_model_predicts_a_column_from_the_row_above() {
+        let data = image(150);
+        let without = cost(&plain(), &data);
+        let with = cost(
+            &MixSpec {
+                record: true,
+                ..plain()
+            },
+            &data,
+        );
+        assert!(without > 3.0 * data.len() as f64, "{without}");
+        assert!(with < 0.8 * without, "{with} vs {without}");
+    }
+
+    /// Words from a small vocabulary, each followed by its fixed successor one time in two:
+    /// the previous word tells much about the next one, the last two bytes little.
+    fn word_chain(words: usize) -> Vec<u8> {
+        const VOCABULARY: [&str; 12] = [
+            "apple", "river", "stone", "cloud", "night", "paper", "glass", "tiger", "music",
+            "bread", "light", "ocean",
+        ];
+        let mut x = 5u32;
+        let mut w = 0usize;
+        let mut data = Vec::new();
+        for _ in 0..words {
+            data.extend_from_slice(VOCABULARY[w].as_bytes());
+            data.push(b' ');
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            w = if (x >> 16) & 1 == 0 {
+                (w * 5 + 1) % VOCABULARY.len()
+            } else {
+                (x >> 20) as usize % VOCABULARY.len()
+            };
+        }
+        data
+    }
+
+    #[test]
+    fn the_previous_word_predicts_the_next_one() {
+        let data = word_chain(1500);
+        let base = MixSpec {
+            word: true,
+            ..plain()
+        };
+        let without = cost(&base, &data);
+        let with = cost(
+            &MixSpec {
+                pword: true,
+                ..base
+            },
+            &data,
+        );
+        assert!(with < 0.95 * without, "{with} vs {without}");
+    }
+
+    #[test]
+    fn confidence_maps_learn_that_a_deterministic_context_is_sure() {
+        let mut map = Apm::new(CONF_CONTEXTS, 6);
+        let once = Counter {
+            p: 3400,
+            n: 1,
+            deterministic: true,
+        };
+        let before = confidence_input(&mut map, Some(once));
+        // Contexts seen once with a 1 are followed by a 1 again, every time.
+        for _ in 0..500 {
+            confidence_input(&mut map, Some(once));
+            map.update(1);
+        }
+        let after = confidence_input(&mut map, Some(once));
+        assert!(before <= stretch(3400) + 16, "{before}");
+        assert!(after > stretch(3900), "{after}");
+        // A context with a mixed history at the same probability is left as it was.
+        let mixed = Counter {
+            deterministic: false,
+            ..once
+        };
+        assert!(confidence_input(&mut map, Some(mixed)) < stretch(3600));
+    }
+
+    #[test]
+    fn the_new_keys_off_compute_what_the_stage_computed_before() {
+        // The same input costs the same with every implicit key at its implicit value.
+        let data = word_chain(200);
+        let legacy = classic();
+        let spec = MixSpec {
+            table: 16,
+            matcher: 16,
+            ..legacy
+        };
+        let explicit = MixSpec {
+            conf: false,
+            pword: false,
+            select: false,
+            record: false,
+            ..spec
+        };
+        assert_eq!(spec, explicit);
+        assert_eq!(cost(&spec, &data), cost(&explicit, &data));
     }
 }

@@ -418,12 +418,18 @@ impl<'a> Parser<'a> {
                 "a stored recipe without a mixing stage has no mix: item".into(),
             )),
             Some((MixItem::Keys(keys), loc)) => {
-                if keys.len() != mix::KEYS.len() {
-                    let names = mix::key_names(", ");
-                    let message = format!("a stored mix: gives every key ({names})");
+                // Every key without an implicit value must be there; the others default to it.
+                let required = mix::KEYS.iter().filter(|k| k.implicit.is_none());
+                if required
+                    .clone()
+                    .any(|k| !keys.iter().any(|(given, _, _)| given.name == k.name))
+                {
+                    let names: Vec<&str> = required.map(|k| k.name).collect();
+                    let message = format!("a stored mix: gives every key of {}", names.join(", "));
                     return Err(self.error(loc, message));
                 }
-                Ok(Some(self.mix_spec(MixSpec::DEFAULT, &keys, loc)?))
+                let base = MixSpec::DEFAULT.with_implicit_keys();
+                Ok(Some(self.mix_spec(base, &keys, loc)?))
             }
         }
     }

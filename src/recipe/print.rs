@@ -48,8 +48,10 @@ fn print_sizes(config: &ModelConfig) -> String {
 }
 
 fn print_mix(mix: &MixSpec) -> String {
+    // A key at its implicit value is left out, so that headers print as before it existed.
     let pairs: Vec<String> = mix::KEYS
         .iter()
+        .filter(|k| k.implicit != Some((k.get)(mix)))
         .map(|k| format!("{}={}", k.name, (k.get)(mix)))
         .collect();
     pairs.join(",")

@@ -1,0 +1,164 @@
+//! The record model, for tables and binaries made of fixed-length records (spreadsheets, arrays
+//! of structs, images): it finds the record length from the distances between equal bytes and
+//! gives the context tables two contexts a byte-oriented model lacks — the byte one record
+//! above with the byte to the left, and the bytes one and two records above with the column.
+//!
+//! Detection: when a byte value recurs at the same distance four times in a row, that distance
+//! is a candidate; a candidate seen twice becomes the record length (so one regular run of a
+//! single byte does not switch it). Lengths from 2 to [`MAX_RECORD`] bytes are found.
+
+use super::counters::hash;
+
+/// Longest record length found.
+pub const MAX_RECORD: usize = 2047;
+/// The window of recent bytes: two records back must fit.
+const WINDOW: usize = 4096;
+
+pub struct RecordModel {
+    window: Vec<u8>,
+    /// Bytes seen.
+    pos: usize,
+    /// Per byte value: where it last occurred (position + 1; 0 for never), the distance from
+    /// its occurrence before, and how many times in a row that distance repeated.
+    last: Vec<u32>,
+    distance: Vec<u32>,
+    repeats: Vec<u8>,
+    /// The record length (0 while none is found) and the candidate waiting for confirmation.
+    length: usize,
+    candidate: usize,
+    candidate_hits: u32,
+}
+
+impl Default for RecordModel {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RecordModel {
+    pub fn new() -> Self {
+        RecordModel {
+            window: vec![0; WINDOW],
+            pos: 0,
+            last: vec![0; 256],
+            distance: vec![0; 256],
+            repeats: vec![0; 256],
+            length: 0,
+            candidate: 0,
+            candidate_hits: 0,
+        }
+    }
+
+    /// The memory a model takes, in bytes.
+    pub fn bytes() -> usize {
+        WINDOW + 256 * 9 + 64
+    }
+
+    /// The record length found so far (0: none).
+    pub fn length(&self) -> usize {
+        self.length
+    }
+
+    /// Learns a byte: files it in the window and checks its distance from its last occurrence.
+    pub fn update_byte(&mut self, byte: u8) {
+        let b = byte as usize;
+        self.window[self.pos % WINDOW] = byte;
+        self.pos += 1;
+        let here = self.pos as u32;
+        if self.last[b] > 0 {
+            let d = here - self.last[b];
+            if d == self.distance[b] {
+                self.repeats[b] = self.repeats[b].saturating_add(1);
+            } else {
+                self.distance[b] = d;
+                self.repeats[b] = 0;
+            }
+            if self.repeats[b] >= 2 && (2..=MAX_RECORD as u32).contains(&d) {
+                self.propose(d as usize);
+            }
+        }
+        self.last[b] = here;
+    }
+
+    /// A distance seen four times in a row: confirm the length, or count toward a new one.
+    fn propose(&mut self, d: usize) {
+        if d == self.length {
+            self.candidate_hits = 0;
+        } else if d == self.candidate {
+            self.candidate_hits += 1;
+            if self.candidate_hits >= 2 {
+                self.length = d;
+                self.candidate_hits = 0;
+            }
+        } else {
+            self.candidate = d;
+            self.candidate_hits = 1;
+        }
+    }
+
+    /// The byte `back` bytes before the next one (`back` ≥ 1), or 0 before the start.
+    fn back(&self, back: usize) -> u8 {
+        if back > self.pos || back > WINDOW {
+            0
+        } else {
+            self.window[(self.pos - back) % WINDOW]
+        }
+    }
+
+    /// The two context hashes of the next byte: (byte above, byte to the left), and (bytes one
+    /// and two records above, column). Without a record length both are one fixed context.
+    pub fn contexts(&self) -> [u32; 2] {
+        let r = self.length;
+        if r == 0 {
+            return [hash(0, 0x2ec0), hash(0, 0x2ec1)];
+        }
+        let above = self.back(r) as u64;
+        let left = self.back(1) as u64;
+        let above2 = self.back(2 * r) as u64;
+        let column = (self.pos % r) as u64;
+        [
+            hash((r as u64) << 16 | above << 8 | left, 0x2ec0),
+            hash(
+                (r as u64) << 32 | column << 16 | above << 8 | above2,
+                0x2ec1,
+            ),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records of 13 bytes: a counter, a constant field, noise.
+    fn records(n: usize) -> Vec<u8> {
+        let mut x = 99u32;
+        let mut out = Vec::new();
+        for i in 0..n {
+            out.extend_from_slice(&[(i & 0xff) as u8, 0xAA, 0x55, b'|']);
+            for _ in 0..9 {
+                x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                out.push((x >> 16) as u8);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_record_model_finds_the_record_length() {
+        let mut m = RecordModel::new();
+        for b in records(12) {
+            m.update_byte(b);
+        }
+        assert_eq!(m.length(), 13);
+    }
+
+    #[test]
+    fn no_length_in_text_without_records() {
+        let mut m = RecordModel::new();
+        for &b in b"no fixed length here, just words of all kinds and sizes.".iter() {
+            m.update_byte(b);
+        }
+        assert_eq!(m.length(), 0);
+    }
+}

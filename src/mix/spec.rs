@@ -1,0 +1,320 @@
+//! The settings of the mixing stage (recipe item `mix:`): [`MixSpec`], its keys ([`KEYS`]) as
+//! the recipe's parser and printer read them, and the memory each setting costs.
+
+use anyhow::{Result, bail};
+
+use super::apm::Apm;
+use super::matcher;
+use super::mixer::Mixer2;
+
+/// The settings of the stage, as the recipe's `mix:` item gives them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MixSpec {
+    /// Context statistics of the last 0..=N bytes (N + 1 tables); 0 for none.
+    pub orders: u32,
+    /// A table for the current word (letters), for text.
+    pub word: bool,
+    /// Sparse contexts, for binary data: bytes 2 and 4 back alone, bytes 2–3, and bytes 1
+    /// and 3 (records and instructions of 2 and 4 bytes).
+    pub sparse: bool,
+    /// The match model's window, log2 of bytes; 0 for no match model.
+    pub matcher: u32,
+    /// The two SSE maps after the mixer.
+    pub sse: bool,
+    /// Counters per context table above order 1, log2.
+    pub table: u32,
+    /// The mixer's learning rate (1/16384 units, see [`super::mixer`]).
+    pub rate: u32,
+    /// Per context table, a learned map from (count, whether the context was deterministic so
+    /// far, probability) to a probability: a third mixer input that says how far to trust a
+    /// counter of that history.
+    pub conf: bool,
+    /// A table for the previous word with the current one, for text.
+    pub pword: bool,
+    /// A fifth weight-set selector of the mixer: the last byte and the bit position (how
+    /// much to trust each input depends on what came just before, e.g. in a word or after it).
+    pub select: bool,
+    /// The record model, for tables and binaries: two tables by the byte one record above
+    /// (with the byte to the left, and with the byte two records above and the column).
+    pub record: bool,
+}
+
+/// Most memory the stage may take in this build: a header asking for more is refused before
+/// anything is allocated.
+pub const MAX_MIX_BYTES: usize = 1 << 30;
+pub const MAX_ORDERS: u32 = 8;
+pub const TABLE_BITS: std::ops::RangeInclusive<u32> = 12..=24;
+pub const MATCH_BITS: std::ops::RangeInclusive<u32> = 12..=28;
+pub const RATE: std::ops::RangeInclusive<u32> = 1..=64;
+/// Counters of the order-0 and order-1 tables, log2 (a byte and a partial byte fit in 16 bits).
+const SMALL_TABLE_BITS: u32 = 16;
+
+/// One key of the recipe's `mix:` item (docs/recipes.md, "The mixing stage"): its name, how
+/// it reads and sets its whole-number value, and the values it takes. The recipe's parser,
+/// printer and error messages and [`MixSpec::validate`] all follow [`KEYS`].
+pub struct MixKey {
+    pub name: &'static str,
+    pub get: fn(&MixSpec) -> u32,
+    /// Sets a value that `check` accepted.
+    pub set: fn(&mut MixSpec, u32),
+    /// The values the key takes; the message names the key.
+    pub check: fn(u32) -> Result<(), String>,
+    /// For a key added after files were first written: the value that means "off, as
+    /// before the key existed". A stored recipe may leave such a key out (it then takes this
+    /// value), and the printed recipe leaves it out when it has this value, so the headers of
+    /// earlier files read and print as they were.
+    pub implicit: Option<u32>,
+}
+
+/// The keys of `mix:` in canonical order.
+pub static KEYS: [MixKey; 11] = [
+    MixKey {
+        name: "orders",
+        get: |m| m.orders,
+        set: |m, v| m.orders = v,
+        check: |v| match v <= MAX_ORDERS {
+            true => Ok(()),
+            false => Err(format!("mix orders {v} is out of range (0..={MAX_ORDERS})")),
+        },
+        implicit: None,
+    },
+    MixKey {
+        name: "word",
+        get: |m| m.word as u32,
+        set: |m, v| m.word = v != 0,
+        check: |v| flag(v, "word"),
+        implicit: None,
+    },
+    MixKey {
+        name: "sparse",
+        get: |m| m.sparse as u32,
+        set: |m, v| m.sparse = v != 0,
+        check: |v| flag(v, "sparse"),
+        implicit: None,
+    },
+    MixKey {
+        name: "match",
+        get: |m| m.matcher,
+        set: |m, v| m.matcher = v,
+        check: |v| match v == 0 || MATCH_BITS.contains(&v) {
+            true => Ok(()),
+            false => Err(format!(
+                "mix match {v} is out of range (0 for none, or {}..={}, log2 of the window)",
+                MATCH_BITS.start(),
+                MATCH_BITS.end()
+            )),
+        },
+        implicit: None,
+    },
+    MixKey {
+        name: "sse",
+        get: |m| m.sse as u32,
+        set: |m, v| m.sse = v != 0,
+        check: |v| flag(v, "sse"),
+        implicit: None,
+    },
+    MixKey {
+        name: "table",
+        get: |m| m.table,
+        set: |m, v| m.table = v,
+        check: |v| match TABLE_BITS.contains(&v) {
+            true => Ok(()),
+            false => Err(format!(
+                "mix table {v} is out of range ({}..={}, log2 of counters)",
+                TABLE_BITS.start(),
+                TABLE_BITS.end()
+            )),
+        },
+        implicit: None,
+    },
+    MixKey {
+        name: "rate",
+        get: |m| m.rate,
+        set: |m, v| m.rate = v,
+        check: |v| match RATE.contains(&v) {
+            true => Ok(()),
+            false => Err(format!(
+                "mix rate {v} is out of range ({}..={})",
+                RATE.start(),
+                RATE.end()
+            )),
+        },
+        implicit: None,
+    },
+    MixKey {
+        name: "conf",
+        get: |m| m.conf as u32,
+        set: |m, v| m.conf = v != 0,
+        check: |v| flag(v, "conf"),
+        implicit: Some(0),
+    },
+    MixKey {
+        name: "pword",
+        get: |m| m.pword as u32,
+        set: |m, v| m.pword = v != 0,
+        check: |v| flag(v, "pword"),
+        implicit: Some(0),
+    },
+    MixKey {
+        name: "select",
+        get: |m| m.select as u32,
+        set: |m, v| m.select = v != 0,
+        check: |v| flag(v, "select"),
+        implicit: Some(0),
+    },
+    MixKey {
+        name: "record",
+        get: |m| m.record as u32,
+        set: |m, v| m.record = v != 0,
+        check: |v| flag(v, "record"),
+        implicit: Some(0),
+    },
+];
+
+/// The key named `name`.
+pub fn key(name: &str) -> Option<&'static MixKey> {
+    KEYS.iter().find(|k| k.name == name)
+}
+
+/// The key names in canonical order, joined by `sep`.
+pub fn key_names(sep: &str) -> String {
+    let names: Vec<&str> = KEYS.iter().map(|k| k.name).collect();
+    names.join(sep)
+}
+
+/// A 0/1 switch.
+fn flag(v: u32, key: &str) -> Result<(), String> {
+    match v {
+        0 | 1 => Ok(()),
+        _ => Err(format!("mix {key} is 0 or 1")),
+    }
+}
+
+impl MixSpec {
+    /// The stage as levels 5–9 use it, and as `mix:` gives it: every component measured to
+    /// pay across text, source and binaries (README, "The mixing stage"), with the mixer's
+    /// rate that suits that many inputs.
+    pub const DEFAULT: MixSpec = MixSpec {
+        orders: 6,
+        word: true,
+        sparse: true,
+        matcher: 22,
+        sse: true,
+        table: 22,
+        rate: 6,
+        conf: true,
+        pword: true,
+        select: true,
+        record: true,
+    };
+
+    /// `self` with every key that has an implicit value ([`MixKey::implicit`]) set to it: the
+    /// stage of a stored recipe that leaves those keys out.
+    pub fn with_implicit_keys(mut self) -> Self {
+        for key in &KEYS {
+            if let Some(v) = key.implicit {
+                (key.set)(&mut self, v);
+            }
+        }
+        self
+    }
+
+    /// Checks every key ([`KEYS`]) and the memory the stage needs.
+    pub fn validate(&self) -> Result<()> {
+        for key in &KEYS {
+            if let Err(message) = (key.check)((key.get)(self)) {
+                bail!(message);
+            }
+        }
+        let bytes = self.bytes();
+        if bytes > MAX_MIX_BYTES {
+            bail!(
+                "the mixing stage needs about {} MiB; this build accepts at most {} MiB",
+                bytes >> 20,
+                MAX_MIX_BYTES >> 20
+            );
+        }
+        Ok(())
+    }
+
+    /// Log2 sizes of the context tables, orders first, then the word table.
+    pub(super) fn table_bits(&self) -> Vec<u32> {
+        let mut t = Vec::new();
+        if self.orders > 0 {
+            for order in 0..=self.orders {
+                t.push(if order <= 1 {
+                    SMALL_TABLE_BITS
+                } else {
+                    self.table
+                });
+            }
+        }
+        if self.word {
+            t.push(self.table);
+        }
+        if self.sparse {
+            for (i, _) in SPARSE.iter().enumerate() {
+                t.push(if i < 2 { SMALL_TABLE_BITS } else { self.table });
+            }
+        }
+        if self.pword {
+            t.push(self.table);
+        }
+        if self.record {
+            t.extend([self.table; 2]);
+        }
+        t
+    }
+
+    /// Inputs the mixer takes per context table.
+    pub(super) fn inputs_per_table(&self) -> usize {
+        2 + self.conf as usize
+    }
+
+    /// The mixer's inputs: a bias, the network, two or three per context table, three for the
+    /// match.
+    pub(super) fn inputs(&self) -> usize {
+        2 + self.inputs_per_table() * self.table_bits().len() + if self.matcher > 0 { 3 } else { 0 }
+    }
+
+    /// The sizes of the first layer's weight sets, one per selector (see [`Stage::p`]).
+    pub(super) fn selector_sets(&self) -> Vec<usize> {
+        let mut sets = vec![256, 33, (self.orders as usize + 2) * 8, 16];
+        if self.select {
+            sets.push(256 * 8);
+        }
+        sets
+    }
+
+    /// Bytes of memory the stage takes (within a few kilobytes).
+    pub fn bytes(&self) -> usize {
+        let tables: usize = self.table_bits().iter().map(|&b| 4usize << b).sum();
+        let matcher = if self.matcher > 0 {
+            matcher::bytes(self.matcher)
+        } else {
+            0
+        };
+        let apms = if self.sse {
+            super::sse::Sse::bytes()
+        } else {
+            0
+        } + if self.conf {
+            self.table_bits().len() * Apm::bytes(CONF_CONTEXTS)
+        } else {
+            0
+        };
+        let record = if self.record {
+            super::record::RecordModel::bytes()
+        } else {
+            0
+        };
+        tables + matcher + apms + record + Mixer2::bytes(self.inputs(), &self.selector_sets())
+    }
+}
+
+/// The bytes of the history (newest in the low byte) each sparse context reads: one byte
+/// alone first (tables of [`SMALL_TABLE_BITS`]), then pairs.
+pub(super) const SPARSE: [u64; 4] = [0xff00, 0xff00_0000, 0xff_ff00, 0xff_00ff];
+
+/// Contexts of each counter's confidence map: count 0..=15 × deterministic so far.
+pub(super) const CONF_CONTEXTS: usize = 32;
