@@ -30,7 +30,9 @@ fn segment(c: &mut Criterion) {
     let mut group = c.benchmark_group("segment");
     group.throughput(Throughput::Bytes(STEPS as u64));
     for kind in [ModelKind::Mamba1, ModelKind::Rwkv7] {
-        let recipe = lmzip::levels::default_recipe(kind).edit("mix:off", None).unwrap();
+        let recipe = lmzip::levels::default_recipe(kind)
+            .edit("mix:off", None)
+            .unwrap();
         let mut p = predictor::build(&recipe, None).unwrap();
         let data = text();
         let mut i = 0;
@@ -90,8 +92,20 @@ fn gemm(c: &mut Criterion) {
         group.throughput(Throughput::Elements(4 * products));
         group.bench_function(format!("backward {name}"), |b| {
             b.iter(|| {
-                let g = Rows { data: &g, stride: rows };
-                linear_backward_steps(&w, &x, g, &mut g_x, cols, Some(&mut g_w), (rows, cols), false)
+                let g = Rows {
+                    data: &g,
+                    stride: rows,
+                };
+                linear_backward_steps(
+                    &w,
+                    &x,
+                    g,
+                    &mut g_x,
+                    cols,
+                    Some(&mut g_w),
+                    (rows, cols),
+                    false,
+                )
             })
         });
         black_box((&y, &g_x, &g_w));

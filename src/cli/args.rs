@@ -180,7 +180,7 @@ pub struct BlockArgs {
     pub block_size: Option<u64>,
 
     /// Threads, 0 for one per core: the network's products, scan and segment gradients split
-    /// over them (default: one per core, at most 4), or with --block-size, blocks are coded in
+    /// over them (default 1), or with --block-size, blocks are coded in
     /// parallel, one thread each (default 1); the output is the same for every count
     #[arg(short = 'T', long, value_name = "N")]
     pub threads: Option<usize>,
@@ -197,8 +197,8 @@ pub struct DecompressArgs {
     #[command(flatten)]
     pub weights: WeightsArgs,
 
-    /// Threads the network's products and scan split over, 0 for one per core (default: one
-    /// per core, at most 4); the output is the same for every count
+    /// Threads the network's products and scan split over, 0 for one per core (default 1); the
+    /// output is the same for every count
     #[arg(short = 'T', long, value_name = "N")]
     pub threads: Option<usize>,
 }
@@ -212,8 +212,8 @@ pub struct TestArgs {
     #[arg(long, value_name = "FILE")]
     pub weights: Option<PathBuf>,
 
-    /// Threads the network's products and scan split over, 0 for one per core (default: one
-    /// per core, at most 4); the output is the same for every count
+    /// Threads the network's products and scan split over, 0 for one per core (default 1); the
+    /// output is the same for every count
     #[arg(short = 'T', long, value_name = "N")]
     pub threads: Option<usize>,
 }

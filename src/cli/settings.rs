@@ -454,16 +454,16 @@ fn compress_job(a: CompressArgs) -> Result<(Job, InputArgs, Option<PathBuf>, usi
     Ok((job, a.input, weights, threads))
 }
 
-/// Most threads a stream's network gets when `-T` is not given (one per core up to this): the
-/// per-byte products of the levels' networks fill two parts at most, and only a segment's
-/// gradients have work for more (README, "Threads").
-const DEFAULT_NETWORK_THREADS_MAX: usize = 4;
+/// Threads a stream's network gets when `-T` is not given. One: on a 2-core machine, idle
+/// otherwise, two threads coded the default level's 30 KB of book1 about 10% *slower* than one
+/// (the per-byte products are too small to pay for the hand-over; README, "Threads").
+const DEFAULT_NETWORK_THREADS: usize = 1;
 
 /// The threads of a stream's network for `-T` (given or not).
 fn network_threads(given: Option<usize>) -> usize {
     match given {
         Some(threads) => resolve_threads(threads),
-        None => resolve_threads(0).min(DEFAULT_NETWORK_THREADS_MAX),
+        None => DEFAULT_NETWORK_THREADS,
     }
 }
 
