@@ -19,11 +19,6 @@ use std::ops::Range;
 use super::{Kernels, ScanInput, steps};
 use crate::pool::{self, Pool};
 
-/// Parts to cut `work` into on `pool`, at most `most`.
-fn parts_for(pool: &Pool, work: usize, most: usize) -> usize {
-    pool.parts_for(work, most)
-}
-
 /// `buf` cut at the given ranges of `stride`-wide rows, the last part taking the rest.
 fn cut_rows<'a>(
     mut buf: &'a mut [f32],
@@ -46,9 +41,9 @@ fn cut_rows<'a>(
 
 /// The pool to split `work` over and into how many parts, if splitting pays.
 fn plan(work: usize, most: usize, f: impl FnOnce(Option<(&Pool, usize)>)) {
-    pool::with_current(|pool| match pool {
-        Some(p) if parts_for(p, work, most) > 1 => f(Some((p, parts_for(p, work, most)))),
-        _ => f(None),
+    pool::with_current(|pool| {
+        let split = pool.map(|p| (p, p.parts_for(work, most)));
+        f(split.filter(|&(_, parts)| parts > 1))
     })
 }
 
