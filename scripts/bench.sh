@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Compares lmzip with the usual compressors on the given files and prints a markdown table:
-# one row per file and compressor with input and output bytes, bits per byte, compression and
-# decompression speed (KB/s, 1 KB = 1000 bytes, wall clock), the peak memory of compression
+# one row per file and compressor with the threads it ran on, input and output bytes, bits per
+# byte, compression and decompression speed (KB/s, 1 KB = 1000 bytes, wall clock), the peak memory of compression
 # (maximum resident set, where /usr/bin/time is installed) and a round-trip check (cmp).
 #
 # Usage: scripts/bench.sh FILE...
@@ -11,6 +11,8 @@
 #   ROUNDTRIP=0           skip lmzip's decompression and its check (for slow level sweeps;
 #                         the other compressors are always checked)
 #   LEVELS="1 3 5"        measure lmzip at each of these levels (with LMZIP_ARGS added)
+#   THREADS="1 2"         measure lmzip with each of these thread counts (-T N, both ways;
+#                         default 1); the other compressors run on one thread
 #   OUT=dir               also write dir/bench.md (the table), dir/bench.tsv (compressor, file,
 #                         bpb, compress KB/s) and dir/bench.svg (bits per byte against compression
 #                         speed, one point per compressor and file; needs gnuplot)
@@ -70,30 +72,30 @@ peak_mb() {
     awk '{ if ($1 ~ /^[0-9]+$/) printf "%.0f", $1 * 1024 / 1e6; else printf "n/a" } END { if (NR == 0) printf "n/a" }' "$work/rss"
 }
 
-# measure FILE NAME COMPRESS DECOMPRESS [nocheck]: COMPRESS reads stdin and writes stdout,
-# DECOMPRESS likewise; prints one table row. With nocheck, only compression is run.
+# measure FILE NAME THREADS COMPRESS DECOMPRESS [nocheck]: COMPRESS reads stdin and writes
+# stdout, DECOMPRESS likewise; prints one table row. With nocheck, only compression is run.
 measure() {
-    file=$1 name=$2 pack=$3 unpack=$4
+    file=$1 label="$2 | $3" pack=$4 unpack=$5
     packed="$work/packed" unpacked="$work/unpacked"
     in_bytes=$(size "$file")
     t0=$(now)
     if ! timed sh -c "$pack" <"$file" >"$packed" 2>"$work/err"; then
         printf '| %s | %s | %s | - | - | - | - | - | compress failed: %s |\n' \
-            "$(basename "$file")" "$name" "$in_bytes" "$(head -n 1 "$work/err")"
+            "$(basename "$file")" "$label" "$in_bytes" "$(head -n 1 "$work/err")"
         return 0
     fi
     t1=$(now)
     peak=$(peak_mb)
-    if [ "${5:-check}" = nocheck ]; then
+    if [ "${6:-check}" = nocheck ]; then
         printf '| %s | %s | %s | %s | %s | %s | - | %s | not run |\n' \
-            "$(basename "$file")" "$name" "$in_bytes" "$(size "$packed")" \
+            "$(basename "$file")" "$label" "$in_bytes" "$(size "$packed")" \
             "$(bpb "$(size "$packed")" "$in_bytes")" "$(kbps "$in_bytes" "$t0" "$t1")" "$peak"
         rm -f "$packed"
         return 0
     fi
     if ! sh -c "$unpack" <"$packed" >"$unpacked" 2>"$work/err"; then
         printf '| %s | %s | %s | %s | %s | %s | - | %s | decompress failed: %s |\n' \
-            "$(basename "$file")" "$name" "$in_bytes" "$(size "$packed")" \
+            "$(basename "$file")" "$label" "$in_bytes" "$(size "$packed")" \
             "$(bpb "$(size "$packed")" "$in_bytes")" "$(kbps "$in_bytes" "$t0" "$t1")" "$peak" \
             "$(head -n 1 "$work/err")"
         return 0
@@ -102,7 +104,7 @@ measure() {
     out_bytes=$(size "$packed")
     if cmp -s "$file" "$unpacked"; then check=ok; else check=MISMATCH; fi
     printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' \
-        "$(basename "$file")" "$name" "$in_bytes" "$out_bytes" "$(bpb "$out_bytes" "$in_bytes")" \
+        "$(basename "$file")" "$label" "$in_bytes" "$out_bytes" "$(bpb "$out_bytes" "$in_bytes")" \
         "$(kbps "$in_bytes" "$t0" "$t1")" "$(kbps "$in_bytes" "$t1" "$t2")" "$peak" "$check"
     rm -f "$packed" "$unpacked"
 }
@@ -114,8 +116,8 @@ lmzip_q=$(quote "$LMZIP")
 lmzip_name="lmzip${LMZIP_ARGS:+ $LMZIP_ARGS}"
 
 table() {
-echo "| file | compressor | input bytes | output bytes | bpb | compress KB/s | decompress KB/s | peak MB | round trip |"
-echo "|---|---|---:|---:|---:|---:|---:|---:|---|"
+echo "| file | compressor | threads | input bytes | output bytes | bpb | compress KB/s | decompress KB/s | peak MB | round trip |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"
 for file in "$@"; do
     if [ ! -f "$file" ]; then
         echo "$0: $file: not a regular file, skipped" >&2
@@ -128,15 +130,18 @@ for file in "$@"; do
         else
             level_args="-$level $LMZIP_ARGS" name="lmzip -$level${LMZIP_ARGS:+ $LMZIP_ARGS}"
         fi
-        measure "$file" "$name" \
-            "$lmzip_q compress -q $level_args" "$lmzip_q decompress -q" \
-            "$([ "${ROUNDTRIP:-1}" = 0 ] && echo nocheck || echo check)"
+        for threads in ${THREADS:-1}; do
+            measure "$file" "$name" "$threads" \
+                "$lmzip_q compress -q -T $threads $level_args" \
+                "$lmzip_q decompress -q -T $threads" \
+                "$([ "${ROUNDTRIP:-1}" = 0 ] && echo nocheck || echo check)"
+        done
     done
     [ "${COMPARE:-1}" = 0 ] && continue
-    command -v gzip >/dev/null && measure "$file" "gzip -9" "gzip -9 -c" "gzip -d -c"
-    command -v bzip2 >/dev/null && measure "$file" "bzip2 -9" "bzip2 -9 -c" "bzip2 -d -c"
-    command -v xz >/dev/null && measure "$file" "xz -9e" "xz -9e -c" "xz -d -c"
-    command -v zstd >/dev/null && measure "$file" "zstd --ultra -22" \
+    command -v gzip >/dev/null && measure "$file" "gzip -9" 1 "gzip -9 -c" "gzip -d -c"
+    command -v bzip2 >/dev/null && measure "$file" "bzip2 -9" 1 "bzip2 -9 -c" "bzip2 -d -c"
+    command -v xz >/dev/null && measure "$file" "xz -9e" 1 "xz -T1 -9e -c" "xz -d -c"
+    command -v zstd >/dev/null && measure "$file" "zstd --ultra -22" 1 \
         "zstd -q --ultra -22 -c" "zstd -q -d -c"
 done
 }
@@ -147,10 +152,12 @@ if [ -z "${OUT:-}" ]; then
 fi
 mkdir -p "$OUT"
 table "$@" | tee "$OUT/bench.md"
-# compressor, file, bpb, compress KB/s of every measured row.
-awk -F'|' 'NR > 2 && $6 ~ /[0-9]/ && $7 ~ /[0-9]/ {
-    gsub(/^ +| +$/, "", $2); gsub(/^ +| +$/, "", $3); gsub(/ /, "", $6); gsub(/ /, "", $7)
-    printf "%s\t%s\t%s\t%s\n", $3, $2, $6, $7 }' "$OUT/bench.md" > "$OUT/bench.tsv"
+# compressor (with its thread count when not 1), file, bpb, compress KB/s of every measured row.
+awk -F'|' 'NR > 2 && $7 ~ /[0-9]/ && $8 ~ /[0-9]/ {
+    gsub(/^ +| +$/, "", $2); gsub(/^ +| +$/, "", $3); gsub(/ /, "", $4); gsub(/ /, "", $7)
+    gsub(/ /, "", $8)
+    name = $3; if ($4 != "1") name = name " -T" $4
+    printf "%s\t%s\t%s\t%s\n", name, $2, $7, $8 }' "$OUT/bench.md" > "$OUT/bench.tsv"
 if ! command -v gnuplot > /dev/null; then
     echo "$0: gnuplot is not installed (Debian/Ubuntu: apt-get install gnuplot-nox); $OUT/bench.svg not drawn" >&2
     exit 0
