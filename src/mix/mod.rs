@@ -295,6 +295,19 @@ impl Stage {
                 t += 1;
             }
         }
+        t = self.previous_word_context(t);
+        if let Some(r) = &self.record {
+            let [a, b] = r.contexts();
+            self.contexts[t] = a;
+            self.contexts[t + 1] = b;
+            t += 2;
+        }
+        let t = self.two_word_contexts(t);
+        debug_assert_eq!(t, self.contexts.len());
+    }
+
+    /// With `pword`, the context of the table at `t`; returns the next table's index.
+    fn previous_word_context(&mut self, mut t: usize) -> usize {
         if self.spec.pword {
             // The word before with the current word (or, between words, the last byte).
             let current = if self.word != 0 {
@@ -305,12 +318,13 @@ impl Stage {
             self.contexts[t] = hash((self.prev_word as u64) << 32 | current, 0x78);
             t += 1;
         }
-        if let Some(r) = &self.record {
-            let [a, b] = r.contexts();
-            self.contexts[t] = a;
-            self.contexts[t + 1] = b;
-            t += 2;
-        }
+        t
+    }
+
+    /// With `words` (`ext` 2), the contexts of the two tables from `t` on: the current word
+    /// (or, between words, the last byte) with the two words before it, and the word before
+    /// with the last two bytes. Returns the next table's index.
+    fn two_word_contexts(&mut self, mut t: usize) -> usize {
         if self.spec.words {
             let current = if self.word != 0 {
                 self.word as u64
@@ -325,7 +339,7 @@ impl Stage {
             );
             t += 2;
         }
-        debug_assert_eq!(t, self.contexts.len());
+        t
     }
 
     /// The last mixer output before the SSE maps (12-bit), for tests.
