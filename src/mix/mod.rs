@@ -7,9 +7,15 @@
 //!   sparse and record contexts, in hashed tables of adaptive counters — each, with `conf`,
 //!   also refined by a map learned from its count and whether its history was deterministic;
 //! - [`matcher`]: the longest recent match of the last bytes and the byte that followed it;
-//! - [`mixer`]: a two-layer logistic mixer with weight sets chosen by small contexts;
+//! - [`mixer`]: a two-layer logistic mixer with weight sets chosen by small contexts (with
+//!   `ext` 4, a rate that starts higher and decays);
 //! - [`record`]: the record length of tables and binaries, and contexts by the byte above;
-//! - [`sse`]: adaptive probability maps ([`apm`]) on the mixed probability.
+//! - [`sse`]: adaptive probability maps ([`apm`]) on the mixed probability (two, or four with
+//!   `ext` 1);
+//! - with `ext` 8, [`NetMaps`]: the network's prediction refined by two maps, as inputs.
+//!
+//! The third round's components are bits of the one key `ext` ([`spec::EXT_ALL`]); with `ext`
+//! 2 the word tables gain two contexts and with `ext` 16 the tables above order 1 are two-way.
 //!
 //! Its settings and their header keys are in [`spec`].
 //!
