@@ -54,7 +54,7 @@ impl CounterTable {
         }
     }
 
-    /// A two-way table of `2^bits` counters (see [`CounterTable::pair`]).
+    /// A two-way table of `2^bits` counters (see the field `pair`).
     pub fn two_way(bits: u32) -> Self {
         CounterTable {
             pair: true,

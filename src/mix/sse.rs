@@ -6,7 +6,7 @@
 //! (hashed) and one by the match state (length bucket and expected bit), both with the bits
 //! so far; their points learn by interpolation ([`Apm::update_both`]), and the output is a
 //! fixed average of all five
-//! ([`FIN_WEIGHTS`]).
+//! (`FIN_WEIGHTS`).
 
 use super::apm::Apm;
 
