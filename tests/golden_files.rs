@@ -38,11 +38,15 @@ fn input() -> Vec<u8> {
 
 /// The stage as files were written before the keys `conf`, `pword`, `select` and `record`
 /// existed (small tables, as `common::SMALL_MIX`).
-const CLASSIC_MIX: &str = "mix:table=16,match=16,rate=12,conf=0,pword=0,select=0,record=0";
+const CLASSIC_MIX: &str = "mix:table=16,match=16,rate=12,conf=0,pword=0,select=0,record=0,ext=0";
+
+/// The default stage of the second round, before the key `ext` existed (small tables, as `common::SMALL_MIX`), at the mixer rate it had then.
+const SECOND_MIX: &str = "mix:table=16,match=16,rate=6,ext=0";
 
 /// Every golden recipe with its file name, e.g. `rwkv7-adam-bptt8.lmz`: every model and mode,
 /// and with the mixing stage prediction only and Adam over segments — as first written
-/// (`-mix.lmz`), and with the later components of the default stage (`-mix2.lmz`, Adam only).
+/// (`-mix.lmz`), with the second round's components (`-mix2.lmz`, Adam only) and with the
+/// third round's, the default stage (`-mix3.lmz`, Adam only).
 fn golden_recipes() -> Vec<(String, Recipe)> {
     let kinds = [ModelKind::Mamba1, ModelKind::Rwkv7];
     let classic = kinds.into_iter().flat_map(|kind| {
@@ -52,22 +56,31 @@ fn golden_recipes() -> Vec<(String, Recipe)> {
         ]
         .map(|r| r.edit(CLASSIC_MIX, None).unwrap())
     });
-    let current =
-        kinds.map(|kind| common::with_mix(&common::tiny(kind, Some(OptimizerKind::Adam), 8)));
+    let adam8 = |kind| common::tiny(kind, Some(OptimizerKind::Adam), 8);
+    let second = kinds.map(|kind| adam8(kind).edit(SECOND_MIX, None).unwrap());
+    let current = kinds.map(|kind| common::with_mix(&adam8(kind)));
     kinds
         .into_iter()
         .flat_map(common::modes)
         .chain(classic)
+        .chain(second)
         .chain(current)
         .map(|r| (golden_name(&r), r))
         .collect()
 }
 
 /// The file name of a golden recipe: its mode, with `2` after `-mix` when the stage uses a key
-/// added later.
+/// of the second round, `3` when it uses one of the third.
 fn golden_name(r: &Recipe) -> String {
     let later = r.mix.is_some_and(|m| m != m.with_implicit_keys());
-    let suffix = if later { "2" } else { "" };
+    let third = r
+        .mix
+        .is_some_and(|m| m.fin || m.words || m.decay || m.nmap || m.ways);
+    let suffix = match (later, third) {
+        (_, true) => "3",
+        (true, false) => "2",
+        _ => "",
+    };
     format!("{}{suffix}.lmz", common::mode_name(r).replace('/', "-"))
 }
 

@@ -189,8 +189,13 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
         1u32..=64,
     );
     let later = (any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>());
-    proptest::option::of((first, later).prop_map(
-        |((orders, word, sparse, matcher, sse, table, rate), (conf, pword, select, record))| {
+    let third = 0u32..=31;
+    proptest::option::of((first, later, third).prop_map(
+        |(
+            (orders, word, sparse, matcher, sse, table, rate),
+            (conf, pword, select, record),
+            ext,
+        )| {
             MixSpec {
                 orders,
                 word,
@@ -203,6 +208,11 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
                 pword,
                 select,
                 record,
+                fin: ext & 1 != 0,
+                words: ext & 2 != 0,
+                decay: ext & 4 != 0,
+                nmap: ext & 8 != 0,
+                ways: ext & 16 != 0,
             }
         },
     ))

@@ -11,6 +11,10 @@ pub struct Apm {
     index: usize,
     /// Adaptation shift: each update moves a point by 1/2^rate of its error.
     rate: u32,
+    /// The lower point of the last input and its interpolation weight (0..4096) toward the
+    /// upper one, for [`Apm::update_both`].
+    base: usize,
+    weight: i32,
 }
 
 impl Apm {
@@ -25,6 +29,8 @@ impl Apm {
             table,
             index: 0,
             rate,
+            base: 0,
+            weight: 0,
         }
     }
 
@@ -39,9 +45,23 @@ impl Apm {
         let w = pos & 4095;
         let base = cx * 33 + lo;
         self.index = base + (w >> 11) as usize;
+        self.base = base;
+        self.weight = w;
         let a = self.table[base] as i32;
         let b = self.table[base + 1] as i32;
         ((a * (4096 - w) + b * w) >> 16).clamp(1, 4095)
+    }
+
+    /// Moves both points around the last input toward the coded bit, each by its share of the
+    /// interpolation (the nearer point moves more), at `1/2^rate` of its error.
+    pub fn update_both(&mut self, bit: u32) {
+        let target = if bit == 1 { 65535 } else { 0 };
+        let (base, w) = (self.base, self.weight);
+        for (i, share) in [(base, 4096 - w), (base + 1, w)] {
+            let t = self.table[i] as i32;
+            let step = ((target - t) as i64 * share as i64) >> (12 + self.rate);
+            self.table[i] = (t + step as i32) as u16;
+        }
     }
 
     pub fn update(&mut self, bit: u32) {
@@ -73,5 +93,26 @@ mod tests {
             (a.refine(2048, 1) - 2048).abs() < 64,
             "context 1 is untouched"
         );
+    }
+
+    #[test]
+    fn interpolated_updates_move_both_points_toward_the_bits() {
+        let mut a = Apm::new(1, 5);
+        // An input between two points: both learn, the nearer one more.
+        let p = crate::mix::logistic::squash(-1000);
+        let before = a.refine(p, 0);
+        let (lo, hi) = (a.table[a.base], a.table[a.base + 1]);
+        for _ in 0..300 {
+            a.refine(p, 0);
+            a.update_both(1);
+        }
+        assert!(a.table[a.base] > lo && a.table[a.base + 1] > hi);
+        let after = a.refine(p, 0);
+        assert!(after > before + 1500, "{before} -> {after}");
+        for _ in 0..600 {
+            a.refine(p, 0);
+            a.update_both(0);
+        }
+        assert!(a.refine(p, 0) < 300, "{}", a.refine(p, 0));
     }
 }

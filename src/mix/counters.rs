@@ -28,6 +28,9 @@ fn rate(n: u32) -> i64 {
 pub struct CounterTable {
     slots: Vec<u32>,
     bits: u32,
+    /// Two-way: a context may sit in its slot or the one beside it (index ^ 1); a new context
+    /// takes the one of the pair with fewer updates (`mix:ways=2`).
+    pair: bool,
 }
 
 /// What a counter knows of its context.
@@ -47,6 +50,33 @@ impl CounterTable {
         CounterTable {
             slots: vec![0; 1usize << bits],
             bits,
+            pair: false,
+        }
+    }
+
+    /// A two-way table of `2^bits` counters (see the field `pair`).
+    pub fn two_way(bits: u32) -> Self {
+        CounterTable {
+            pair: true,
+            ..Self::new(bits)
+        }
+    }
+
+    /// The slot of a two-way table holding `check` near `i`, or the one to claim for it.
+    fn way(&self, i: usize, check: u32) -> (usize, bool) {
+        let holds = |j: usize| {
+            let s = self.slots[j];
+            (s >> 8) & 0xff == check && s & COUNT_MASK > 0
+        };
+        let j = i ^ 1;
+        if holds(i) {
+            (i, true)
+        } else if holds(j) {
+            (j, true)
+        } else if self.slots[j] & COUNT_MASK < self.slots[i] & COUNT_MASK {
+            (j, false)
+        } else {
+            (i, false)
         }
     }
 
@@ -61,6 +91,7 @@ impl CounterTable {
     /// another context (or none yet).
     pub fn get(&self, hash: u32) -> Option<Counter> {
         let (i, check) = self.locate(hash);
+        let i = if self.pair { self.way(i, check).0 } else { i };
         let s = self.slots[i];
         let n = s & COUNT_MASK;
         ((s >> 8) & 0xff == check && n > 0).then_some(Counter {
@@ -73,6 +104,7 @@ impl CounterTable {
     /// Moves the counter for `hash` toward `bit`, claiming the slot if another context held it.
     pub fn update(&mut self, hash: u32, bit: u32) {
         let (i, check) = self.locate(hash);
+        let i = if self.pair { self.way(i, check).0 } else { i };
         let s = self.slots[i];
         let (p, n, mixed) = if (s >> 8) & 0xff == check && s & COUNT_MASK > 0 {
             (s >> 16, s & COUNT_MASK, s & MIXED)
@@ -173,5 +205,37 @@ mod tests {
         let c = t.get(ctx).unwrap();
         assert!(!c.deterministic);
         assert_eq!(c.n, LIMIT);
+    }
+
+    #[test]
+    fn a_two_way_table_keeps_two_contexts_that_share_a_slot() {
+        let mut one = CounterTable::new(10);
+        let mut two = CounterTable::two_way(10);
+        let a = with_partial(hash(1, 3), 1);
+        let (i, check) = one.locate(a);
+        let b = (0u64..)
+            .map(|v: u64| with_partial(hash(v, 3), 1))
+            .find(|&h| one.locate(h).0 == i && one.locate(h).1 != check)
+            .unwrap();
+        for _ in 0..10 {
+            for t in [&mut one, &mut two] {
+                t.update(a, 1);
+                t.update(b, 0);
+            }
+        }
+        // One way: each evicts the other. Two ways: both keep their statistics.
+        assert_eq!(one.get(a), None);
+        assert!(two.get(a).unwrap().p > 3500);
+        assert!(two.get(b).unwrap().p < 600);
+        // A third context takes the less used slot of the pair.
+        for _ in 0..3 {
+            two.update(a, 1);
+        }
+        let c = (0u64..)
+            .map(|v: u64| with_partial(hash(v, 4), 1))
+            .find(|&h| two.locate(h).0 == i && two.locate(h).1 != check)
+            .unwrap();
+        two.update(c, 1);
+        assert!(two.get(a).is_some() && two.get(c).is_some() && two.get(b).is_none());
     }
 }

@@ -69,8 +69,13 @@ impl Mixer {
 
     /// One gradient step of the selected set on the coded bit.
     pub fn update(&mut self, x: &[i32], bit: u32) {
+        self.update_boosted(x, bit, 256);
+    }
+
+    /// One gradient step at `boost / 256` times the mixer's rate.
+    pub fn update_boosted(&mut self, x: &[i32], bit: u32, boost: i32) {
         let err = ((bit as i32) << 12) - self.p;
-        let scaled = err as i64 * self.rate as i64;
+        let scaled = (err as i64 * self.rate as i64 * boost as i64) >> 8;
         let w = &mut self.weights[self.selected..self.selected + self.inputs];
         for i in 0..self.inputs {
             let step = (x[i] as i64 * scaled) >> 14;
@@ -84,7 +89,16 @@ pub struct Mixer2 {
     first: Vec<Mixer>,
     last: Mixer,
     outputs: Vec<i32>,
+    /// With a decaying rate: bits learned so far.
+    decay: Option<u32>,
 }
+
+/// With a decaying rate (`mix:decay=1`), the rate after `n` bits is
+/// `rate · (1 + DECAY_BOOST · DECAY_HALF / (n + DECAY_HALF))`: four times the final rate at the
+/// start, the boost halved after 1 KB, a tenth of it left after 9 KB. Measured against boosts
+/// of 1, 4 and 5 and halves of 2^12..2^16 bits on book1, enwik6 and small files.
+const DECAY_BOOST: i64 = 3;
+const DECAY_HALF: i64 = 1 << 13;
 
 impl Mixer2 {
     /// `sets[k]` weight sets for selector `k`; every first-layer set starts as `init`.
@@ -98,6 +112,7 @@ impl Mixer2 {
                 .collect(),
             last: Mixer::new(k, 8, rate, &even),
             outputs: vec![0; k],
+            decay: None,
         }
     }
 
@@ -115,11 +130,25 @@ impl Mixer2 {
         self.last.p()
     }
 
+    /// Lets the learning rate start higher and decay to the mixer's rate.
+    pub fn with_decay(mut self) -> Self {
+        self.decay = Some(0);
+        self
+    }
+
     pub fn update(&mut self, x: &[i32], bit: u32) {
+        let boost = match &mut self.decay {
+            None => 256,
+            Some(n) => {
+                let b = 256 + (256 * DECAY_BOOST * DECAY_HALF) / (*n as i64 + DECAY_HALF);
+                *n = n.saturating_add(1);
+                b as i32
+            }
+        };
         for m in &mut self.first {
-            m.update(x, bit);
+            m.update_boosted(x, bit, boost);
         }
-        self.last.update(&self.outputs, bit);
+        self.last.update_boosted(&self.outputs, bit, boost);
     }
 }
 
@@ -161,5 +190,29 @@ mod tests {
         assert!(cost_late / 200.0 < 0.2, "{cost_late}");
         let w = &m.weights;
         assert!(w[0] > 4 * w[1].abs(), "{w:?}");
+    }
+
+    /// A decaying rate learns a new input faster at the start and ends at the plain rate.
+    #[test]
+    fn a_decaying_rate_learns_faster_at_the_start() {
+        let run = |decay: bool, bits: usize| {
+            let m = Mixer2::new(2, &[1], 3, &[0, 0]);
+            let mut m = if decay { m.with_decay() } else { m };
+            let x = [256, stretch(3600)];
+            let mut cost = 0.0;
+            for _ in 0..bits {
+                let p = m.mix(&x, &[0], 0) as f64 / 4096.0;
+                cost -= p.log2();
+                m.update(&x, 1);
+            }
+            (cost, m)
+        };
+        let (plain, _) = run(false, 300);
+        let (decaying, _) = run(true, 300);
+        assert!(decaying < 0.8 * plain, "{decaying} vs {plain}");
+        let (_, m) = run(true, 200_000);
+        let boosted = 256 + 256 * DECAY_BOOST * DECAY_HALF / (200_000 + DECAY_HALF);
+        assert_eq!(m.decay, Some(200_000));
+        assert!(boosted < 256 + 256 * DECAY_BOOST / 20, "{boosted}");
     }
 }

@@ -7,9 +7,15 @@
 //!   sparse and record contexts, in hashed tables of adaptive counters — each, with `conf`,
 //!   also refined by a map learned from its count and whether its history was deterministic;
 //! - [`matcher`]: the longest recent match of the last bytes and the byte that followed it;
-//! - [`mixer`]: a two-layer logistic mixer with weight sets chosen by small contexts;
+//! - [`mixer`]: a two-layer logistic mixer with weight sets chosen by small contexts (with
+//!   `ext` 4, a rate that starts higher and decays);
 //! - [`record`]: the record length of tables and binaries, and contexts by the byte above;
-//! - [`sse`]: adaptive probability maps ([`apm`]) on the mixed probability.
+//! - [`sse`]: adaptive probability maps ([`apm`]) on the mixed probability (two, or four with
+//!   `ext` 1);
+//! - with `ext` 8, [`NetMaps`]: the network's prediction refined by two maps, as inputs.
+//!
+//! The third round's components are bits of the one key `ext` ([`spec::EXT_ALL`]); with `ext`
+//! 2 the word tables gain two contexts and with `ext` 16 the tables above order 1 are two-way.
 //!
 //! Its settings and their header keys are in [`spec`].
 //!
@@ -37,7 +43,7 @@ use matcher::{MatchModel, length_bucket};
 use mixer::Mixer2;
 use record::RecordModel;
 use spec::{CONF_CONTEXTS, SPARSE};
-use sse::Sse;
+use sse::{Sse, SseContext};
 
 /// Bias input of the mixer (a constant, in stretch units).
 const BIAS: i32 = 256;
@@ -56,6 +62,8 @@ pub struct Stage {
     record: Option<RecordModel>,
     mixer: Mixer2,
     sse: Option<Sse>,
+    /// With `nmap`: the network's prediction refined by small contexts.
+    net_maps: Option<NetMaps>,
     inputs: Vec<i32>,
     /// The network's quantised distribution of the current byte, as a cumulative table.
     cdf: Vec<u32>,
@@ -65,6 +73,8 @@ pub struct Stage {
     word: u32,
     /// Hash of the word before the current one (or before the last gap).
     prev_word: u32,
+    /// Hash of the word before `prev_word` (with `words`).
+    prev_word2: u32,
     /// The bits of the current byte so far, after a leading 1.
     c0: u32,
     /// Bits of the current byte coded so far.
@@ -84,7 +94,13 @@ impl Stage {
         init[1] = 1 << 16; // the network alone, to begin with
         let mut stage = Stage {
             spec: *spec,
-            tables: bits.iter().map(|&b| CounterTable::new(b)).collect(),
+            tables: bits
+                .iter()
+                .map(|&b| match spec.ways && b > 16 {
+                    true => CounterTable::two_way(b),
+                    false => CounterTable::new(b),
+                })
+                .collect(),
             contexts: vec![0; bits.len()],
             slots: vec![0; bits.len()],
             confidence: match spec.conf {
@@ -93,13 +109,18 @@ impl Stage {
             },
             matcher: (spec.matcher > 0).then(|| MatchModel::new(spec.matcher)),
             record: spec.record.then(RecordModel::new),
-            mixer: Mixer2::new(n_inputs, &spec.selector_sets(), spec.rate as i32, &init),
-            sse: spec.sse.then(Sse::new),
+            mixer: {
+                let m = Mixer2::new(n_inputs, &spec.selector_sets(), spec.rate as i32, &init);
+                if spec.decay { m.with_decay() } else { m }
+            },
+            sse: spec.sse.then(|| Sse::new(spec.fin)),
+            net_maps: spec.nmap.then(NetMaps::new),
             inputs: vec![0; n_inputs],
             cdf: vec![0; 257],
             history: 0,
             word: 0,
             prev_word: 0,
+            prev_word2: 0,
             c0: 1,
             bit_index: 0,
             p_mix: 2048,
@@ -134,6 +155,11 @@ impl Stage {
         self.inputs[0] = BIAS;
         self.inputs[1] = net;
         let (seen, mut i) = self.table_inputs(2);
+        if let Some(maps) = &mut self.net_maps {
+            let c1 = (self.history & 0xff) as usize;
+            [self.inputs[i], self.inputs[i + 1]] = maps.inputs(net, self.c0 as usize, c1);
+            i += 2;
+        }
         let mut match_state = 0usize;
         if let Some(m) = &mut self.matcher {
             let x = &mut self.inputs;
@@ -163,7 +189,15 @@ impl Stage {
             .mix(&self.inputs, &select, self.bit_index as usize);
         self.p_mix = p;
         let p = match &mut self.sse {
-            Some(sse) => sse.refine(p, self.c0, (self.history & 0xff) as u32),
+            Some(sse) => sse.refine(
+                p,
+                &SseContext {
+                    c0: self.c0,
+                    c1: (self.history & 0xff) as u32,
+                    c2: (self.history & 0xffff) as u32,
+                    match_state,
+                },
+            ),
             None => p,
         };
         self.p = p.clamp(1, 4095);
@@ -196,6 +230,9 @@ impl Stage {
         if let Some(sse) = &mut self.sse {
             sse.update(bit);
         }
+        if let Some(maps) = &mut self.net_maps {
+            maps.update(bit);
+        }
         for map in &mut self.confidence {
             map.update(bit);
         }
@@ -221,6 +258,7 @@ impl Stage {
             let lower = byte.to_ascii_lowercase() as u32;
             self.word = (self.word.wrapping_add(lower + 1)).wrapping_mul(0x2F0B_3C47) | 1;
         } else if self.word != 0 {
+            self.prev_word2 = self.prev_word;
             self.prev_word = self.word;
             self.word = 0;
         }
@@ -263,6 +301,19 @@ impl Stage {
                 t += 1;
             }
         }
+        t = self.previous_word_context(t);
+        if let Some(r) = &self.record {
+            let [a, b] = r.contexts();
+            self.contexts[t] = a;
+            self.contexts[t + 1] = b;
+            t += 2;
+        }
+        let t = self.two_word_contexts(t);
+        debug_assert_eq!(t, self.contexts.len());
+    }
+
+    /// With `pword`, the context of the table at `t`; returns the next table's index.
+    fn previous_word_context(&mut self, mut t: usize) -> usize {
         if self.spec.pword {
             // The word before with the current word (or, between words, the last byte).
             let current = if self.word != 0 {
@@ -273,18 +324,74 @@ impl Stage {
             self.contexts[t] = hash((self.prev_word as u64) << 32 | current, 0x78);
             t += 1;
         }
-        if let Some(r) = &self.record {
-            let [a, b] = r.contexts();
-            self.contexts[t] = a;
-            self.contexts[t + 1] = b;
+        t
+    }
+
+    /// With `words` (`ext` 2), the contexts of the two tables from `t` on: the current word
+    /// (or, between words, the last byte) with the two words before it, and the word before
+    /// with the last two bytes. Returns the next table's index.
+    fn two_word_contexts(&mut self, mut t: usize) -> usize {
+        if self.spec.words {
+            let current = if self.word != 0 {
+                self.word as u64
+            } else {
+                self.history & 0xff
+            };
+            let two = (self.prev_word2 as u64) << 32 | self.prev_word as u64;
+            self.contexts[t] = hash(current ^ two.wrapping_mul(0x9E37_79B9_7F4A_7C15), 0x79);
+            self.contexts[t + 1] = hash(
+                (self.prev_word as u64) << 32 | (self.history & 0xffff),
+                0x7a,
+            );
             t += 2;
         }
-        debug_assert_eq!(t, self.contexts.len());
+        t
     }
 
     /// The last mixer output before the SSE maps (12-bit), for tests.
     pub fn mixed(&self) -> i32 {
         self.p_mix
+    }
+}
+
+/// The network's prediction refined by two maps, by the bits of the byte so far and by those
+/// and the last byte (`mix:nmap=1`): how far the network's probabilities are off in a small
+/// context, as two more mixer inputs.
+pub struct NetMaps {
+    order0: Apm,
+    order1: Apm,
+}
+
+impl NetMaps {
+    pub fn new() -> Self {
+        NetMaps {
+            order0: Apm::new(256, 6),
+            order1: Apm::new(1 << 16, 6),
+        }
+    }
+
+    pub fn bytes() -> usize {
+        Apm::bytes(256) + Apm::bytes(1 << 16)
+    }
+
+    /// The two inputs for the network's stretched prediction `net`.
+    fn inputs(&mut self, net: i32, c0: usize, c1: usize) -> [i32; 2] {
+        let p = logistic::squash(net);
+        [
+            stretch(self.order0.refine(p, c0)),
+            stretch(self.order1.refine(p, c1 << 8 | c0)),
+        ]
+    }
+
+    fn update(&mut self, bit: u32) {
+        self.order0.update_both(bit);
+        self.order1.update_both(bit);
+    }
+}
+
+impl Default for NetMaps {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
@@ -532,6 +639,88 @@ mod new_component_tests {
         assert!(confidence_input(&mut map, Some(mixed)) < stretch(3600));
     }
 
+    /// Words from a small vocabulary where the next word follows from the two before it (and
+    /// not from one alone).
+    fn word_pairs(words: usize) -> Vec<u8> {
+        const VOCABULARY: [&str; 8] = [
+            "apple", "river", "stone", "cloud", "night", "paper", "glass", "tiger",
+        ];
+        let mut x = 9u32;
+        let (mut a, mut b) = (0usize, 1usize);
+        let mut data = Vec::new();
+        for _ in 0..words {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            let next = match (x >> 16) % 4 {
+                0 => (x >> 20) as usize % VOCABULARY.len(),
+                _ => (a * 3 + b * 5 + 1) % VOCABULARY.len(),
+            };
+            data.extend_from_slice(VOCABULARY[next].as_bytes());
+            data.push(b' ');
+            (a, b) = (b, next);
+        }
+        data
+    }
+
+    #[test]
+    fn two_words_back_predict_the_next_one() {
+        let data = word_pairs(2000);
+        let base = MixSpec {
+            word: true,
+            pword: true,
+            ..plain()
+        };
+        let without = cost(&base, &data);
+        let with = cost(
+            &MixSpec {
+                words: true,
+                ..base
+            },
+            &data,
+        );
+        assert!(with < 0.95 * without, "{with} vs {without}");
+    }
+
+    #[test]
+    fn network_maps_learn_a_biased_network() {
+        let mut maps = NetMaps::new();
+        // The network says 0.9 where the bit is 1 only half the time after 'q'.
+        let net = stretch(3686);
+        let before = maps.inputs(net, 1, b'q' as usize);
+        for t in 0..400 {
+            maps.inputs(net, 1, b'q' as usize);
+            maps.update(t & 1);
+        }
+        let after = maps.inputs(net, 1, b'q' as usize);
+        assert!(before[1] > stretch(3500), "{before:?}");
+        assert!(after[1].abs() < stretch(2600), "{after:?}");
+        assert!(after[0].abs() < before[0], "{before:?} {after:?}");
+    }
+
+    #[test]
+    fn the_third_round_pays_on_text() {
+        let data = word_chain(1500);
+        let second = MixSpec {
+            table: 16,
+            matcher: 16,
+            rate: 6,
+            ..MixSpec::DEFAULT.with_implicit_keys()
+        };
+        let second = MixSpec {
+            conf: true,
+            pword: true,
+            select: true,
+            record: true,
+            ..second
+        };
+        let third = MixSpec {
+            table: 16,
+            matcher: 16,
+            ..MixSpec::DEFAULT
+        };
+        let (a, b) = (cost(&second, &data), cost(&third, &data));
+        assert!(b < a, "{b} vs {a}");
+    }
+
     #[test]
     fn the_new_keys_off_compute_what_the_stage_computed_before() {
         // The same input costs the same with every implicit key at its implicit value.
@@ -547,6 +736,11 @@ mod new_component_tests {
             pword: false,
             select: false,
             record: false,
+            fin: false,
+            words: false,
+            decay: false,
+            nmap: false,
+            ways: false,
             ..spec
         };
         assert_eq!(spec, explicit);

@@ -37,6 +37,21 @@ pub struct MixSpec {
     /// The record model, for tables and binaries: two tables by the byte one record above
     /// (with the byte to the left, and with the byte two records above and the column).
     pub record: bool,
+    // The third round's components, each a bit of the key `ext` (bit value in brackets).
+    /// (1) Two more maps at the end of the SSE chain, by the last two bytes (hashed) and by the
+    /// match state, whose points learn by interpolation.
+    pub fin: bool,
+    /// (2) Two more word contexts for text: the current word with the two words before it, and
+    /// the word before with the last two bytes.
+    pub words: bool,
+    /// (4) The mixer's rate starts higher and decays to `rate` (small inputs learn faster).
+    pub decay: bool,
+    /// (8) The network's prediction refined by two maps (by the bits so far, and by the last
+    /// byte) as two more mixer inputs.
+    pub nmap: bool,
+    /// (16) Context tables above order 1 are two-way (a context finds its counter in one of two
+    /// slots, and a new one evicts the less used).
+    pub ways: bool,
 }
 
 /// Most memory the stage may take in this build: a header asking for more is refused before
@@ -67,7 +82,7 @@ pub struct MixKey {
 }
 
 /// The keys of `mix:` in canonical order.
-pub static KEYS: [MixKey; 11] = [
+pub static KEYS: [MixKey; 12] = [
     MixKey {
         name: "orders",
         get: |m| m.orders,
@@ -169,6 +184,31 @@ pub static KEYS: [MixKey; 11] = [
         check: |v| flag(v, "record"),
         implicit: Some(0),
     },
+    MixKey {
+        name: "ext",
+        get: |m| {
+            m.fin as u32
+                | (m.words as u32) << 1
+                | (m.decay as u32) << 2
+                | (m.nmap as u32) << 3
+                | (m.ways as u32) << 4
+        },
+        set: |m, v| {
+            m.fin = v & EXT_FIN != 0;
+            m.words = v & EXT_WORDS != 0;
+            m.decay = v & EXT_DECAY != 0;
+            m.nmap = v & EXT_NMAP != 0;
+            m.ways = v & EXT_WAYS != 0;
+        },
+        check: |v| match v <= EXT_ALL {
+            true => Ok(()),
+            false => Err(format!(
+                "mix ext {v} is out of range (0..={EXT_ALL}: a sum of fin 1, words 2, decay 4, \
+                 nmap 8, ways 16)"
+            )),
+        },
+        implicit: Some(0),
+    },
 ];
 
 /// The key named `name`.
@@ -181,6 +221,15 @@ pub fn key_names(sep: &str) -> String {
     let names: Vec<&str> = KEYS.iter().map(|k| k.name).collect();
     names.join(sep)
 }
+
+/// The bits of the key `ext`, one per component of the third round (each a field of
+/// [`MixSpec`]): one key, so that a header names them in a few bytes.
+pub const EXT_FIN: u32 = 1;
+pub const EXT_WORDS: u32 = 2;
+pub const EXT_DECAY: u32 = 4;
+pub const EXT_NMAP: u32 = 8;
+pub const EXT_WAYS: u32 = 16;
+pub const EXT_ALL: u32 = 31;
 
 /// A 0/1 switch.
 fn flag(v: u32, key: &str) -> Result<(), String> {
@@ -201,11 +250,16 @@ impl MixSpec {
         matcher: 22,
         sse: true,
         table: 22,
-        rate: 6,
+        rate: 3,
         conf: true,
         pword: true,
         select: true,
         record: true,
+        fin: true,
+        words: true,
+        decay: true,
+        nmap: true,
+        ways: true,
     };
 
     /// `self` with every key that has an implicit value ([`MixKey::implicit`]) set to it: the
@@ -263,6 +317,9 @@ impl MixSpec {
         if self.record {
             t.extend([self.table; 2]);
         }
+        if self.words {
+            t.extend([self.table; 2]);
+        }
         t
     }
 
@@ -274,7 +331,9 @@ impl MixSpec {
     /// The mixer's inputs: a bias, the network, two or three per context table, three for the
     /// match.
     pub(super) fn inputs(&self) -> usize {
-        2 + self.inputs_per_table() * self.table_bits().len() + if self.matcher > 0 { 3 } else { 0 }
+        2 + self.inputs_per_table() * self.table_bits().len()
+            + if self.matcher > 0 { 3 } else { 0 }
+            + if self.nmap { 2 } else { 0 }
     }
 
     /// The sizes of the first layer's weight sets, one per selector (see [`Stage::p`]).
@@ -295,7 +354,11 @@ impl MixSpec {
             0
         };
         let apms = if self.sse {
-            super::sse::Sse::bytes()
+            super::sse::Sse::bytes(self.fin)
+        } else {
+            0
+        } + if self.nmap {
+            super::NetMaps::bytes()
         } else {
             0
         } + if self.conf {
