@@ -11,7 +11,7 @@
 use crate::recipe::{Action, ModelConfig, ModelKind, Recipe, TrainSpec};
 
 /// The level used when none is given.
-pub const DEFAULT_LEVEL: u8 = 5;
+pub const DEFAULT_LEVEL: u8 = 3;
 /// Levels run from 1 to this.
 pub const MAX_LEVEL: u8 = 9;
 
@@ -26,41 +26,49 @@ pub struct Level {
 /// over t steps, and TBPTT windows growing from 4 to 16 bytes (docs/recipes.md). Measured
 /// against plain Adam (β1 0.9, β2 0.999, ε 1e-8) at half the rate, fixed 16-byte windows: with
 /// the network alone at level 5, 7.7% fewer bytes over prefixes of six files of five kinds, each
-/// smaller (README, "Levels").
+/// smaller (README, "Levels"). The live state is carried on after each update (`state=carry`)
+/// rather than rebuilt by a second forward pass: the same ratio with the mixing stage, measured
+/// on six files of five kinds, for about a fifth less of the network's time.
 macro_rules! train {
     ($lr:literal) => {
         concat!(
             "0..:train(lr=",
             $lr,
-            ",bptt=16,b1=0,b2=0.9995,eps=1e-6,b2warm=1,decay=0.0004,floor=0.3,bptt0=4,grow=12)"
+            ",bptt=16,state=carry,b1=0,b2=0.9995,eps=1e-6,b2warm=1,decay=0.0004,floor=0.3,bptt0=4,grow=12)"
         )
     };
 }
 
-/// Levels 1 to 9, fastest first. Every level trains with the rule of [`train!`]; they differ in
-/// size and rate. Whole-file measurements with plain Adam (README, "Levels") showed depth buying
-/// more ratio per parameter than width: on enwik6, 128×3 matched 192×2 (2.319 against 2.318
-/// bpb) with 30% fewer parameters, and 128×4 matched 256×2 (2.293) with half of them.
+/// Levels 1 to 9, fastest first. Every level mixes the network with the context statistics of
+/// the mixing stage (src/mix), which carries most of the ratio: with it, a 64-wide one-block
+/// network comes within 0.5% of a 128-wide three-block one on book1 at a fifth of the time
+/// (README, "Levels"). So the fast levels shrink the network and the stage's tables (memory,
+/// cache misses), and the slow ones grow the network, where depth bought more ratio per
+/// parameter than width. Mamba-1's small levels keep half the SSM state (8), which measured
+/// the same ratio as 16 for half the scan's work.
 pub const LEVELS: [Level; MAX_LEVEL as usize] = [
     Level {
-        mamba1: concat!("cfg:hidden=64,layers=1 ", train!("0.002")),
-        rwkv7: concat!("cfg:hidden=64,layers=1 ", train!("0.002")),
+        mamba1: concat!("cfg:hidden=32,layers=1,state=8 mix:table=18 ", train!("0.002")),
+        rwkv7: concat!("cfg:hidden=64,layers=1 mix:table=18 ", train!("0.002")),
     },
     Level {
-        mamba1: concat!("cfg:hidden=64,layers=2 ", train!("0.002")),
-        rwkv7: concat!("cfg:hidden=64,layers=2 ", train!("0.002")),
+        mamba1: concat!("cfg:hidden=32,layers=1,state=8 mix:table=20 ", train!("0.002")),
+        rwkv7: concat!("cfg:hidden=64,layers=1 mix:table=20 ", train!("0.002")),
+    },
+    // The default: the fastest network that, with the full stage, stays within about 1% of the
+    // larger levels' ratio on book1 and enwik6.
+    Level {
+        mamba1: concat!("cfg:hidden=64,layers=1,state=8 mix: ", train!("0.002")),
+        rwkv7: concat!("cfg:hidden=64,layers=1 mix: ", train!("0.002")),
     },
     Level {
-        mamba1: concat!("cfg:hidden=96,layers=2 ", train!("0.0014")),
-        rwkv7: concat!("cfg:hidden=128,layers=1 ", train!("0.0014")),
+        mamba1: concat!("cfg:hidden=96,layers=2,state=8 mix: ", train!("0.0014")),
+        rwkv7: concat!("cfg:hidden=128,layers=1 mix: ", train!("0.0014")),
     },
     Level {
-        mamba1: concat!("cfg:hidden=128,layers=2 ", train!("0.001")),
-        rwkv7: concat!("cfg:hidden=128,layers=2 ", train!("0.001")),
+        mamba1: concat!("cfg:hidden=128,layers=2 mix: ", train!("0.001")),
+        rwkv7: concat!("cfg:hidden=128,layers=2 mix: ", train!("0.001")),
     },
-    // The default: the cheapest measured network that beats xz -9e on both book1 and enwik6,
-    // with the mixing stage (src/mix), which beats the network alone on every kind of data
-    // measured (README, "The mixing stage"). Levels 5 to 9 mix; 1 to 4 stay small and fast.
     Level {
         mamba1: concat!("cfg:hidden=128,layers=3 mix: ", train!("0.001")),
         rwkv7: concat!("cfg:hidden=128,layers=3 mix: ", train!("0.001")),
@@ -68,10 +76,6 @@ pub const LEVELS: [Level; MAX_LEVEL as usize] = [
     Level {
         mamba1: concat!("cfg:hidden=128,layers=4 mix: ", train!("0.001")),
         rwkv7: concat!("cfg:hidden=128,layers=4 mix: ", train!("0.001")),
-    },
-    Level {
-        mamba1: concat!("cfg:hidden=128,layers=5 mix: ", train!("0.001")),
-        rwkv7: concat!("cfg:hidden=128,layers=5 mix: ", train!("0.001")),
     },
     Level {
         mamba1: concat!("cfg:hidden=128,layers=6 mix: ", train!("0.001")),
@@ -108,7 +112,7 @@ pub fn recipe(kind: ModelKind, level: u8) -> Recipe {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recipe::{AdamSettings, RateSchedule};
+    use crate::recipe::{AdamSettings, LiveState, RateSchedule};
 
     #[test]
     fn every_level_parses_for_every_model() {
@@ -135,16 +139,20 @@ mod tests {
     fn the_default_level_is_the_measured_default() {
         for kind in ModelKind::ALL {
             let r = recipe(kind, DEFAULT_LEVEL);
-            // The model's default sizes, three blocks deep.
+            // One block 64 wide; Mamba-1 with half the SSM state.
             let mut config = ModelConfig::default_for(kind);
-            config.set_size(None, Some(3));
+            config.set_size(Some(64), Some(1));
+            if let ModelConfig::Mamba1(c) = &mut config {
+                c.state = 8;
+            }
             assert_eq!(*r.config(), config);
-            // RMSprop-like Adam at 1e-3 with β2 warm-up and a decaying rate, over TBPTT
-            // segments growing from 4 to 16 bytes.
+            // RMSprop-like Adam at 2e-3 with β2 warm-up and a decaying rate, over TBPTT
+            // segments growing from 4 to 16 bytes, the live state carried on.
             let spec = TrainSpec {
-                lr: 0.001,
+                lr: 0.002,
                 bptt: 16,
                 stride: 16,
+                state: LiveState::Carry,
                 adam: AdamSettings {
                     beta1: 0.0,
                     beta2: 0.9995,
@@ -161,22 +169,29 @@ mod tests {
                 ..TrainSpec::defaults(kind)
             };
             assert_eq!(r.actions().collect::<Vec<_>>(), vec![&Action::Train(spec)]);
-            // With the default mixing stage; the fast levels without it.
+            // Every level mixes; the fastest with smaller tables.
             assert_eq!(r.mix, Some(crate::mix::MixSpec::DEFAULT));
-            assert_eq!(recipe(kind, 4).mix, None);
-            assert_eq!(
-                recipe(kind, MAX_LEVEL).mix,
-                Some(crate::mix::MixSpec::DEFAULT)
-            );
+            for level in 1..=MAX_LEVEL {
+                assert!(recipe(kind, level).mix.is_some(), "level {level}");
+            }
         }
     }
 
+    /// What a level costs: the network's parameters, then the stage's table size.
+    fn cost(kind: ModelKind, level: u8) -> (usize, u32) {
+        let r = recipe(kind, level);
+        (r.config().param_count(), r.mix.map_or(0, |m| m.table))
+    }
+
     #[test]
-    fn levels_grow_the_model_from_fast_to_best() {
+    fn levels_grow_from_fast_to_best() {
         for kind in ModelKind::ALL {
-            let params = |level| recipe(kind, level).config().param_count();
             for level in 1..MAX_LEVEL {
-                assert!(params(level) < params(level + 1), "{kind:?} level {level}");
+                let (this, next) = (cost(kind, level), cost(kind, level + 1));
+                assert!(
+                    this.0 <= next.0 && this.1 <= next.1 && this != next,
+                    "{kind:?} level {level}: {this:?} then {next:?}"
+                );
             }
         }
     }

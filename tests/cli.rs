@@ -151,10 +151,17 @@ const MODES: [(&str, &[&str]); 4] = [
     ),
 ];
 
-/// The training settings of the golden files that the mode flags do not set, over the default
-/// level's: no mixing stage, Adam's first constants, no rate schedule, fixed windows.
-const GOLDEN_TRAINING: &str =
-    "mix:off 0..:train(b1=0.9,b2=0.999,eps=1e-8,b2warm=0,warmup=0,decay=0,floor=0,bptt0=0)";
+/// The settings of the golden files that the size and mode flags do not set, over the default
+/// level's: Mamba-1's full SSM state, no mixing stage, Adam's first constants, no rate
+/// schedule, fixed windows, the state rebuilt after each update.
+fn golden_training(kind: ModelKind) -> &'static str {
+    match kind {
+        ModelKind::Mamba1 => "cfg:state=16 mix:off 0..:train(state=rebuild,b1=0.9,b2=0.999,\
+                              eps=1e-8,b2warm=0,warmup=0,decay=0,floor=0,bptt0=0)",
+        ModelKind::Rwkv7 => "mix:off 0..:train(state=rebuild,b1=0.9,b2=0.999,eps=1e-8,b2warm=0,\
+                             warmup=0,decay=0,floor=0,bptt0=0)",
+    }
+}
 
 /// The binary, given the flags that spell a golden file's recipe, writes that file byte for
 /// byte from the golden input: the model and training flags mean what the library codes, for
@@ -171,7 +178,7 @@ fn the_cli_reproduces_every_golden_file() {
             let expected = fs::read(golden.join(&file)).expect("a golden file per model and mode");
             // The golden files of the network alone (the default level's stage off), written
             // with Adam's first constants and no schedule, whatever the level trains with.
-            let args: Vec<&str> = ["compress", "-c", "--recipe", GOLDEN_TRAINING]
+            let args: Vec<&str> = ["compress", "-c", "--recipe", golden_training(kind)]
                 .iter()
                 .chain(tiny_flags(kind))
                 .chain(mode)
@@ -704,11 +711,12 @@ fn levels_and_recipes_are_stored_and_decode_without_flags() {
     fs::write(d.join("l"), &data).unwrap();
     for (args, needles) in [
         (
-            &["-1", "l"][..],
+            &["-3", "l"][..],
             &[
-                "cfg:hidden=64,layers=1,",
-                "lr=0.002,stride=16,bptt=16",
+                "cfg:hidden=64,layers=1,intermediate=128,state=8,",
+                "lr=0.002,stride=16,bptt=16,clip=0,state=carry,",
                 "b1=0,",
+                "mix:",
             ][..],
         ),
         (
@@ -718,7 +726,7 @@ fn levels_and_recipes_are_stored_and_decode_without_flags() {
         (
             &[
                 "--level",
-                "2",
+                "4",
                 "--recipe",
                 "cfg:hidden=16 0..1K:train(bptt=4) 1K..:infer",
                 "l",

@@ -271,7 +271,7 @@ pub struct WeightsArgs {
 #[command(next_help_heading = "Model (stored in the file; decompression needs no flags)")]
 pub struct LevelArgs {
     /// Compression level, 1 (fastest) to 9 (best ratio); also -1 ... -9; the last one given
-    /// wins [default: 5]
+    /// wins [default: 3]
     #[arg(long, value_name = "N", value_parser = parse_level)]
     pub level: Option<u8>,
 }

@@ -629,7 +629,7 @@ mod tests {
             (
                 &["compress", "--bptt", "8", "--stride", "32"],
                 levels::recipe(DEFAULT_MODEL, levels::DEFAULT_LEVEL)
-                    .edit_from_level("0..:train(lr=0.001,bptt=8,stride=32)", None)
+                    .edit_from_level("0..:train(bptt=8,stride=32)", None)
                     .unwrap(),
             ),
         ] {

@@ -64,19 +64,20 @@ fn the_mix_item_parses_prints_and_edits() {
     assert!(Recipe::parse(&off).is_err());
 }
 
+/// Level 6's recipe: three blocks of the model's default width, the full stage.
 fn mamba() -> Recipe {
-    crate::levels::default_recipe(ModelKind::Mamba1)
+    crate::levels::recipe(ModelKind::Mamba1, 6)
 }
 
 #[test]
-fn canonical_text_of_the_default_recipe() {
+fn canonical_text_of_a_level_recipe() {
     let r = mamba();
     assert_eq!(
         r.to_text(),
         "mamba1 cfg:hidden=128,layers=3,intermediate=256,state=16,conv=4,dt_rank=8,seed=0 \
          mix:orders=6,word=1,sparse=1,match=22,sse=1,table=22,rate=3,conf=1,pword=1,select=1,record=1,ext=31 \
-         0..:train(scope=all,opt=adam,lr=0.001,stride=16,bptt=16,clip=0,b1=0,b2=0.9995,eps=1e-6,\
-         b2warm=1,decay=0.0004,floor=0.3,bptt0=4)"
+         0..:train(scope=all,opt=adam,lr=0.001,stride=16,bptt=16,clip=0,state=carry,b1=0,b2=0.9995,\
+         eps=1e-6,b2warm=1,decay=0.0004,floor=0.3,bptt0=4)"
     );
     assert_eq!(Recipe::parse(&r.to_text()).unwrap(), r);
 }
@@ -106,7 +107,7 @@ fn fragments_edit_the_template() {
     let from_level = mamba().edit_from_level("0..:train(opt=sgd)", None).unwrap();
     assert!(
         from_level.to_text().ends_with(
-            "0..:train(scope=all,opt=sgd,lr=0.001,stride=16,bptt=16,clip=0,b1=0,\
+            "0..:train(scope=all,opt=sgd,lr=0.001,stride=16,bptt=16,clip=0,state=carry,b1=0,\
                         b2=0.9995,eps=1e-6,b2warm=1,decay=0.0004,floor=0.3,bptt0=4)"
         ),
         "{}",
