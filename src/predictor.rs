@@ -419,6 +419,7 @@ fn hyper(spec: &TrainSpec) -> Hyper {
         clip: spec.clip,
         adam: spec.adam,
         rate: spec.rate,
+        lrmul: spec.lrmul,
     }
 }
 

@@ -5,8 +5,8 @@ use lmzip::mix::MixSpec;
 use lmzip::model::{mamba1, rwkv7};
 use lmzip::params::Scope;
 use lmzip::recipe::{
-    Action, AdamSettings, Base, Body, LiveState, MAX_BETA, ModelConfig, ModelKind, OptimizerKind,
-    PERCENT_ONE, Part, Pos, RateSchedule, Recipe, Rule, Span, TrainSpec,
+    Action, AdamSettings, Base, Body, LiveState, LrMul, MAX_BETA, MAX_LRMUL, ModelConfig,
+    ModelKind, OptimizerKind, PERCENT_ONE, Part, Pos, RateSchedule, Recipe, Rule, Span, TrainSpec,
 };
 use proptest::prelude::*;
 
@@ -111,6 +111,21 @@ fn action(groups: usize) -> impl Strategy<Value = Action> {
     ];
     // Growing windows: the first window and `grow`.
     let growth = prop_oneof![Just((0, 12)), (0usize..=4096, 0usize..=1 << 20)];
+    // Learning-rate multipliers: none, or any factor from 0 to the bound on some groups.
+    let lrmul = prop_oneof![
+        Just(LrMul::ONE),
+        proptest::collection::vec(
+            proptest::option::of(between(0.0, MAX_LRMUL)),
+            groups..=groups
+        )
+        .prop_map(|factors| {
+            let mut mul = LrMul::ONE;
+            for (g, x) in factors.into_iter().enumerate() {
+                mul.0[g] = x.unwrap_or(1.0);
+            }
+            mul
+        }),
+    ];
     let train = (
         1u32..(1 << groups),
         any::<bool>(),
@@ -122,9 +137,10 @@ fn action(groups: usize) -> impl Strategy<Value = Action> {
         any::<bool>(),
         settings,
         growth,
+        lrmul,
     )
         .prop_map(
-            |(scope, adam, lr, clip, bptt, gap, carry, (settings, rate), (first, grow))| {
+            |(scope, adam, lr, clip, bptt, gap, carry, (settings, rate), (first, grow), lrmul)| {
                 // Any first window: with gaps or at bptt and above it has no effect, but is kept.
                 let bptt0 = first;
                 Action::Train(TrainSpec {
@@ -147,6 +163,7 @@ fn action(groups: usize) -> impl Strategy<Value = Action> {
                     rate,
                     bptt0,
                     grow,
+                    lrmul,
                 })
             },
         );

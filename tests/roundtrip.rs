@@ -238,6 +238,53 @@ fn golden_switching_schedule() {
 const GOLDEN_SWITCHING: &[(usize, &str)] =
     &[(1969, "07a518c5122924d0"), (1575, "d45ea0e2c2944db3")];
 
+/// Per-group learning-rate multipliers, with SGD one-step updates then Adam over segments (the
+/// groups both models have).
+const LRMUL: &str = "0..1500:train(opt=sgd,lr=0.05,lrmul=head*2+bias*0.5) \
+    1500..:train(opt=adam,lr=0.003,bptt=8,lrmul=embed*3+head*2+bias*2)";
+
+#[test]
+fn both_models_round_trip_with_learning_rate_multipliers() {
+    for kind in [ModelKind::Mamba1, ModelKind::Rwkv7] {
+        let recipe = tiny_with(kind, LRMUL);
+        let stored = recipe.to_text();
+        assert!(
+            stored.contains(",lrmul=head*2+bias*0.5)")
+                && stored.contains(",lrmul=embed*3+head*2+bias*2)"),
+            "{stored}"
+        );
+        for (name, data) in [("text", text(4000)), ("short", text(650))] {
+            assert_round_trip(&recipe, name, &data);
+        }
+    }
+}
+
+#[test]
+fn multipliers_change_the_output_and_factors_of_one_do_not() {
+    let data = text(4000);
+    let rule = "0..:train(opt=adam,lr=0.003,bptt=8";
+    for kind in [ModelKind::Mamba1, ModelKind::Rwkv7] {
+        let packed = |extra: &str| {
+            compress_bytes(&tiny_with(kind, &format!("{rule}{extra})")), &data).unwrap()
+        };
+        let plain = packed("");
+        assert_eq!(packed(",lrmul=1"), plain);
+        assert_eq!(packed(",lrmul=embed*1+head*1+bias*1"), plain);
+        // Each multiplied group alone changes what the encoder computes.
+        for group in ["embed", "head", "bias"] {
+            assert_ne!(packed(&format!(",lrmul={group}*2")), plain, "{group}");
+        }
+    }
+}
+
+/// The multipliers pinned like the other modes.
+#[test]
+fn golden_learning_rate_multipliers() {
+    assert_pinned(LRMUL, GOLDEN_LRMUL);
+}
+
+const GOLDEN_LRMUL: &[(usize, &str)] = &[(1369, "951306c81ffd07a2"), (1283, "c060aeae25c5e56b")];
+
 /// Both models' tiny recipes with `schedule` compress 4,000 bytes of text to `pins`: the
 /// length and the start of the SHA-256 of each (Mamba-1 first).
 fn assert_pinned(schedule: &str, pins: &[(usize, &str)]) {

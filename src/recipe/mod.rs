@@ -32,7 +32,7 @@ use anyhow::{Result, bail};
 use crate::mix::MixSpec;
 
 pub use crate::model::{MAX_DIM, MAX_PARAMS, ModelConfig, ModelKind};
-pub use crate::train::optim::{AdamSettings, OptimizerKind};
+pub use crate::train::optim::{AdamSettings, LrMul, OptimizerKind};
 pub use crate::train::rate::RateSchedule;
 pub use crate::train::tbptt::LiveState;
 
@@ -40,7 +40,9 @@ pub use memory::working_floats;
 pub use parse::{declared_kind, file_path};
 pub use print::print_action;
 pub use syntax::{RecipeError, hex};
-pub use train::{MAX_BETA, MAX_BPTT, MAX_STRIDE, MAX_WARMUP, TRAIN_KEYS, TrainKey, TrainSpec};
+pub use train::{
+    MAX_BETA, MAX_BPTT, MAX_LRMUL, MAX_STRIDE, MAX_WARMUP, TRAIN_KEYS, TrainKey, TrainSpec,
+};
 
 /// Most working memory a recipe may need in this build, as [`working_floats`]
 /// counts it over every action of the schedule: 2 GiB. A model at [`MAX_PARAMS`] trained with

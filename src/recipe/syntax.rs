@@ -147,9 +147,9 @@ impl<'a> Cursor<'a> {
         self.take_while(|ch| !ch.is_ascii_whitespace())
     }
 
-    /// A key or value: letters, digits and `_ . + - %`.
+    /// A key or value: letters, digits and `_ . + - % *`.
     pub fn word(&mut self) -> Word<'a> {
-        self.take_while(|c| c.is_ascii_alphanumeric() || b"_.+-%".contains(&c))
+        self.take_while(|c| c.is_ascii_alphanumeric() || b"_.+-%*".contains(&c))
     }
 
     pub fn error(&self, loc: Loc, message: String) -> RecipeError {

@@ -215,6 +215,7 @@ fn the_train_key_table_gives_defaults_order_and_messages() {
             rate: RateSchedule::NONE,
             bptt0: 0,
             grow: 12,
+            lrmul: LrMul::ONE,
         };
         assert_eq!(t, expected);
         t.validate(kind).unwrap();
@@ -225,7 +226,7 @@ fn the_train_key_table_gives_defaults_order_and_messages() {
     assert_eq!(
         err.message,
         "train has no key 'bppt' (keys: scope, opt, lr, stride, bptt, clip, state, b1, b2, eps, \
-         b2warm, warmup, decay, power, floor, bptt0, grow)"
+         b2warm, warmup, decay, power, floor, bptt0, grow, lrmul)"
     );
     let stored = mamba().to_text().replace(",lr=0.001", "");
     let err = Recipe::parse(&stored).unwrap_err();
@@ -573,4 +574,152 @@ fn the_state_key_is_printed_only_when_it_carries() {
     let err = mamba().edit("0..:train(state=keep)", None).unwrap_err();
     assert_eq!(&err.text[err.at..err.at + err.len], "keep");
     assert!(err.message.contains("rebuild, carry"), "{err}");
+}
+
+#[test]
+fn lrmul_reads_prints_in_group_order_and_keeps_old_texts() {
+    for (kind, groups) in [
+        (ModelKind::Mamba1, "embed*3+head*2+bias*2.5"),
+        (ModelKind::Rwkv7, "embed*3+attn*0.5+head*2+bias*2.5"),
+    ] {
+        // Written in any order, printed in the model's group order; a factor of 1 is left out.
+        let reversed: Vec<&str> = groups.split('+').rev().collect();
+        let written = format!("0..:train(lrmul={}+ffn_norm*1)", reversed.join("+"));
+        let written = match kind {
+            ModelKind::Mamba1 => written.replace("ffn_norm", "layer_norm"),
+            ModelKind::Rwkv7 => written,
+        };
+        let r = crate::levels::default_recipe(kind)
+            .edit(&written, None)
+            .unwrap();
+        let Some(Action::Train(t)) = r.actions().next().cloned() else {
+            panic!("a train action")
+        };
+        let names = crate::train::trained_groups(kind);
+        let at = |name: &str| {
+            t.lrmul
+                .of(names.iter().position(|g| *g == name).unwrap() as u8)
+        };
+        assert_eq!((at("embed"), at("head"), at("bias")), (3.0, 2.0, 2.5));
+        assert_eq!(at(names[1]), 1.0);
+        let text = r.to_text();
+        assert!(text.contains(&format!(",lrmul={groups})")), "{text}");
+        let back = Recipe::parse(&text).unwrap();
+        assert_eq!(back, r);
+        assert_eq!(back.to_text(), text);
+
+        // Without the key, with `lrmul=1` or with every factor 1: the recipe of old texts.
+        // (As --recipe edits a level: keys left out take the level's values.)
+        let level = crate::levels::default_recipe(kind);
+        for same in ["0..:train(lrmul=1)", "0..:train(lrmul=head*1+bias*1)"] {
+            let r = level.edit_from_level(same, None).unwrap();
+            assert_eq!(r, level, "{same}");
+            assert_eq!(r.to_text(), level.to_text());
+            assert!(!r.to_text().contains("lrmul"));
+        }
+        let head = level
+            .edit_from_level("0..:train(lrmul=head*2)", None)
+            .unwrap();
+        assert_eq!(
+            head.to_text(),
+            level
+                .to_text()
+                .replace(",bptt0=4)", ",bptt0=4,lrmul=head*2)")
+        );
+    }
+}
+
+#[test]
+fn lrmul_errors_name_the_problem_and_point_at_the_value() {
+    let groups = "embed, layer_norm, mixer_conv, mixer_ssm, mixer_proj, head, bias";
+    for (value, message) in [
+        (
+            "hed*2",
+            format!("unknown training group 'hed' in lrmul (groups of this model: {groups})"),
+        ),
+        (
+            "all*2",
+            format!("unknown training group 'all' in lrmul (groups of this model: {groups})"),
+        ),
+        ("head*2+head*3", "lrmul names 'head' twice".into()),
+        (
+            "head",
+            "lrmul is GROUP*FACTOR terms joined by + (like head*2+bias*2), or 1".into(),
+        ),
+        (
+            "2",
+            "lrmul is GROUP*FACTOR terms joined by + (like head*2+bias*2), or 1".into(),
+        ),
+        (
+            "head*2+",
+            "lrmul is GROUP*FACTOR terms joined by + (like head*2+bias*2), or 1".into(),
+        ),
+        (
+            "head*x",
+            "the factor of an lrmul group is a decimal number (like 0.002 or 2e-3)".into(),
+        ),
+        (
+            "head*inf",
+            "the factor of an lrmul group is a decimal number (like 0.002 or 2e-3)".into(),
+        ),
+        (
+            "head*1e39",
+            "the factor of an lrmul group is a decimal number (like 0.002 or 2e-3)".into(),
+        ),
+        (
+            "head*101",
+            "lrmul head*101 is out of range (0..=100)".into(),
+        ),
+        ("bias*-2", "lrmul bias*-2 is out of range (0..=100)".into()),
+    ] {
+        let recipe = format!("0..:train(lrmul={value})");
+        let err = mamba().edit(&recipe, None).unwrap_err();
+        assert_eq!(err.message, message, "{recipe}");
+        assert_eq!(&recipe[err.at..err.at + err.len], value, "{recipe}");
+    }
+    // rwkv7's groups are its own.
+    let rwkv = crate::levels::default_recipe(ModelKind::Rwkv7);
+    let err = rwkv.edit("0..:train(lrmul=mixer_ssm*2)", None).unwrap_err();
+    assert!(err.message.contains("attn, ffn, head, bias"), "{err}");
+    rwkv.edit("0..:train(lrmul=ffn*2)", None).unwrap();
+
+    // A factor of 0 and -0 read as the same; the bounds themselves pass.
+    let zero = mamba()
+        .edit("0..:train(lrmul=head*0+bias*100)", None)
+        .unwrap();
+    let minus = mamba()
+        .edit("0..:train(lrmul=head*-0+bias*100)", None)
+        .unwrap();
+    assert_eq!(zero.to_text(), minus.to_text());
+    assert!(zero.to_text().contains(",lrmul=head*0+bias*100)"));
+
+    // A stored recipe (a header) with a bad value is refused, never a panic.
+    let stored = zero.to_text();
+    Recipe::parse(&stored).unwrap();
+    for bad in [
+        "head*100.5",
+        "head*NaN",
+        "head*",
+        "*2",
+        "head*2*2",
+        "nothing*2",
+        "head*2++bias*2",
+    ] {
+        let text = stored.replace("head*0+bias*100", bad);
+        assert!(Recipe::parse(&text).is_err(), "{text}");
+    }
+
+    // Specs built in code: factors out of range, and factors for groups the model lacks.
+    let kind = ModelKind::Mamba1;
+    let mut t = TrainSpec::defaults(kind);
+    t.lrmul.0[5] = f32::NAN;
+    assert!(t.validate(kind).is_err());
+    t.lrmul = LrMul::ONE;
+    t.lrmul.0[7] = 2.0;
+    let err = t.validate(kind).unwrap_err().to_string();
+    assert_eq!(err, "lrmul sets groups that mamba1 does not have");
+    // Every model's groups fit the table.
+    for kind in ModelKind::ALL {
+        assert!(crate::train::trained_groups(kind).len() <= crate::train::optim::MAX_GROUPS);
+    }
 }

@@ -8,7 +8,7 @@ use anyhow::{Result, bail};
 
 use super::{LiveState, ModelKind, OptimizerKind};
 use crate::params::Scope;
-use crate::train::optim::AdamSettings;
+use crate::train::optim::{AdamSettings, LrMul};
 use crate::train::rate::RateSchedule;
 use crate::train::tbptt::grown_window;
 use crate::train::trained_groups;
@@ -42,6 +42,8 @@ pub struct TrainSpec {
     pub bptt0: usize,
     /// With `bptt0`: a window of w bytes serves `grow + w − 1` optimizer steps.
     pub grow: usize,
+    /// Per-group multipliers of the learning rate (1 for every group: none).
+    pub lrmul: LrMul,
 }
 
 /// Largest accepted TBPTT window.
@@ -55,6 +57,8 @@ pub const MAX_BETA: f32 = 0.99999;
 pub const MAX_GROW: usize = 1 << 20;
 /// Largest accepted warm-up, in Adam steps.
 pub const MAX_WARMUP: u32 = 1 << 30;
+/// Largest accepted multiplier of a group's learning rate.
+pub const MAX_LRMUL: f32 = 100.0;
 
 /// One key of `train(...)`.
 pub struct TrainKey {
@@ -76,7 +80,7 @@ pub struct TrainKey {
 }
 
 /// The keys of `train(...)` in canonical order.
-pub static TRAIN_KEYS: [TrainKey; 17] = [
+pub static TRAIN_KEYS: [TrainKey; 18] = [
     TrainKey {
         name: "scope",
         read: |t, v, kind| {
@@ -295,6 +299,17 @@ pub static TRAIN_KEYS: [TrainKey; 17] = [
         default: "12",
         implicit: Some("12"),
     },
+    TrainKey {
+        name: "lrmul",
+        read: |t, v, kind| {
+            t.lrmul = read_lrmul(v, trained_groups(kind))?;
+            Ok(())
+        },
+        print: |t, kind| print_lrmul(&t.lrmul, trained_groups(kind)),
+        check: check_lrmul,
+        default: "1",
+        implicit: Some("1"),
+    },
 ];
 
 /// The key named `name`.
@@ -331,6 +346,76 @@ fn check_growth(t: &TrainSpec, _: ModelKind) -> Result<(), String> {
             t.bptt0
         )),
     }
+}
+
+/// The form of `lrmul`.
+const LRMUL_FORM: &str = "lrmul is GROUP*FACTOR terms joined by + (like head*2+bias*2), or 1";
+
+/// `GROUP*FACTOR` terms joined by `+` (`head*2+bias*2`), each group at most once, or `1`: every
+/// group at the rule's rate. Groups left out keep factor 1.
+fn read_lrmul(value: &str, groups: &[&str]) -> Result<LrMul, String> {
+    let mut mul = LrMul::ONE;
+    if value == "1" {
+        return Ok(mul);
+    }
+    let mut named = Scope::NONE;
+    for term in value.split('+') {
+        let Some((name, factor)) = term.split_once('*') else {
+            return Err(LRMUL_FORM.into());
+        };
+        let Some(g) = groups.iter().position(|x| *x == name) else {
+            return Err(format!(
+                "unknown training group '{name}' in lrmul (groups of this model: {})",
+                groups.join(", ")
+            ));
+        };
+        if named.has(g as u8) {
+            return Err(format!("lrmul names '{name}' twice"));
+        }
+        named = named.with(g as u8);
+        let x = decimal(factor, "the factor of an lrmul group")?;
+        // -0 reads as 0, so that every factor has one text.
+        let slot = mul.0.get_mut(g).ok_or("lrmul: too many groups")?;
+        *slot = if x == 0.0 { 0.0 } else { x };
+    }
+    Ok(mul)
+}
+
+/// The canonical text of `lrmul`: the groups whose factor is not 1, in the model's order, or
+/// `1` when there are none.
+fn print_lrmul(mul: &LrMul, groups: &[&str]) -> String {
+    let terms: Vec<String> = groups
+        .iter()
+        .enumerate()
+        .filter(|&(g, _)| mul.of(g as u8) != 1.0)
+        .map(|(g, name)| format!("{name}*{}", mul.of(g as u8)))
+        .collect();
+    match terms.is_empty() {
+        true => "1".into(),
+        false => terms.join("+"),
+    }
+}
+
+/// Each factor finite and within `0..=`[`MAX_LRMUL`]; groups the model lacks at 1.
+fn check_lrmul(t: &TrainSpec, kind: ModelKind) -> Result<(), String> {
+    let groups = trained_groups(kind);
+    for (g, &x) in t.lrmul.0.iter().enumerate() {
+        match groups.get(g) {
+            Some(name) if !(x.is_finite() && (0.0..=MAX_LRMUL).contains(&x)) => {
+                return Err(format!(
+                    "lrmul {name}*{x} is out of range (0..={MAX_LRMUL})"
+                ));
+            }
+            None if x != 1.0 => {
+                return Err(format!(
+                    "lrmul sets groups that {} does not have",
+                    kind.name()
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// A β of Adam: 0 to [`MAX_BETA`].
@@ -391,6 +476,7 @@ impl TrainSpec {
             rate: RateSchedule::NONE,
             bptt0: 0,
             grow: 12,
+            lrmul: LrMul::ONE,
         };
         for key in &TRAIN_KEYS {
             // A test reads every default of every model.

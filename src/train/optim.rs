@@ -22,7 +22,7 @@
 use anyhow::{Result, bail};
 
 use crate::kernels::{self, AdamCoefs};
-use crate::params::{ParamSet, Scope, TensorInfo};
+use crate::params::{Group, ParamSet, Scope, TensorInfo};
 use crate::train::rate::RateSchedule;
 
 /// How the parameters move on a trained byte.
@@ -88,6 +88,34 @@ impl AdamSettings {
     }
 }
 
+/// Most training groups a model may have, the output bias included (mamba1 has 7, rwkv7 8).
+pub const MAX_GROUPS: usize = 16;
+
+/// Per-group multipliers of the learning rate (docs/recipes.md, key `lrmul`), indexed by
+/// [`Group`]: a step moves the tensors of group g with the rate `lr · mul[g]` (Adam: the rate of
+/// the schedule, times `mul[g]`). 1 leaves a group's rate as it is: the step then skips the
+/// multiplication, so a rule without multipliers computes exactly what it did before the key.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LrMul(pub [f32; MAX_GROUPS]);
+
+impl LrMul {
+    /// Every group at the rate of the rule.
+    pub const ONE: LrMul = LrMul([1.0; MAX_GROUPS]);
+
+    /// The multiplier of `group` (1 for a group beyond the table).
+    #[inline]
+    pub fn of(&self, group: Group) -> f32 {
+        self.0.get(group as usize).copied().unwrap_or(1.0)
+    }
+
+    /// `rate` scaled for `group`: `rate` itself, untouched, when the multiplier is 1.
+    #[inline]
+    pub fn scale(&self, rate: f32, group: Group) -> f32 {
+        let mul = self.of(group);
+        if mul == 1.0 { rate } else { rate * mul }
+    }
+}
+
 /// Gradient elements smaller than this in magnitude count as zero: large enough that
 /// `(1 − β2) · g²` stays a normal float, far below anything that moves a parameter.
 pub const TINY_GRAD: f32 = 1e-17;
@@ -109,6 +137,8 @@ pub struct Hyper {
     pub adam: AdamSettings,
     /// How Adam's learning rate moves with its step count.
     pub rate: RateSchedule,
+    /// Per-group multipliers of the learning rate.
+    pub lrmul: LrMul,
 }
 
 impl Hyper {
@@ -120,6 +150,7 @@ impl Hyper {
             clip,
             adam: AdamSettings::DEFAULT,
             rate: RateSchedule::NONE,
+            lrmul: LrMul::ONE,
         }
     }
 }
@@ -226,11 +257,17 @@ impl Optimizer {
             if !scope.has(t.group) {
                 continue;
             }
+            // The group's rate (the rule's own where its multiplier is 1).
+            let sgd_lr = hyper.lrmul.scale(hyper.lr, t.group);
+            let coefs = adam.map(|c| AdamCoefs {
+                lr: hyper.lrmul.scale(c.lr, t.group),
+                ..c
+            });
             for range in row_ranges(t, touched) {
                 let (p, g) = (&mut params.data[range.clone()], &mut grads[range.clone()]);
                 clip_in_place(g, hyper.clip);
-                match &adam {
-                    None => kernels::sgd_update(p, g, hyper.lr, TINY_GRAD),
+                match &coefs {
+                    None => kernels::sgd_update(p, g, sgd_lr, TINY_GRAD),
                     Some(c) => {
                         let (m, v) = (&mut self.m[range.clone()], &mut self.v[range]);
                         kernels::adam_update(c, p, g, m, v);
@@ -472,6 +509,64 @@ mod tests {
         resumed.step(&mut q, &mut h, &hyper, Scope::ALL, &[true; 256]);
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&p.data), bits(&q.data));
+    }
+
+    #[test]
+    fn lrmul_scales_each_group_and_ones_change_nothing() {
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        let grad = |i: usize, t: usize| ((i * 7 + t * 3) % 5) as f32 * 0.3 - 0.5;
+        // Group 0 (the sparse tensor) at three times the rate, group 1 at the rule's.
+        let mut mul = LrMul::ONE;
+        mul.0[0] = 3.0;
+        let rmsprop = Hyper {
+            adam: AdamSettings {
+                beta1: 0.0,
+                ..AdamSettings::DEFAULT
+            },
+            rate: RateSchedule {
+                decay: 0.01,
+                floor: 0.3,
+                ..RateSchedule::NONE
+            },
+            ..adam_hyper()
+        };
+        for hyper in [
+            Hyper::plain(OptimizerKind::Sgd, 0.1, 0.0),
+            adam_hyper(),
+            rmsprop,
+        ] {
+            let run = |lrmul: LrMul| {
+                let (mut p, _) = setup();
+                let mut opt = Optimizer::new();
+                let hyper = Hyper { lrmul, ..hyper };
+                for t in 0..4 {
+                    let mut g: Vec<f32> = (0..p.len()).map(|i| grad(i, t)).collect();
+                    opt.step(&mut p, &mut g, &hyper, Scope::ALL, &[true; 256]);
+                }
+                p.data
+            };
+            let (plain, scaled) = (run(LrMul::ONE), run(mul));
+            let start = setup().0.data;
+            // Group 1 computes the same bits; group 0 moves three times as far (SGD exactly;
+            // Adam's step is the rate times a factor independent of it).
+            assert_eq!(bits(&plain[8..]), bits(&scaled[8..]), "{hyper:?}");
+            for i in 0..8 {
+                let (a, b) = (plain[i] - start[i], scaled[i] - start[i]);
+                assert!((b - 3.0 * a).abs() <= 1e-6, "{i}: {a} {b} {hyper:?}");
+                assert!(a != 0.0);
+            }
+            // Factors of 1 written out, or set for groups the tensors do not use, are no change.
+            let mut ones = LrMul::ONE;
+            ones.0[1] = 1.0;
+            ones.0[9] = 5.0;
+            assert_eq!(bits(&run(ones)), bits(&plain));
+        }
+        // A factor of 1 returns the rate itself (not a product); others one f32 product.
+        let mut mul = LrMul::ONE;
+        mul.0[2] = 0.5;
+        assert_eq!(mul.scale(0.3, 0).to_bits(), 0.3f32.to_bits());
+        assert_eq!(mul.scale(0.3, 2), 0.3f32 * 0.5);
+        assert_eq!(mul.of(200), 1.0);
     }
 
     #[test]
