@@ -10,18 +10,23 @@ pub mod inputs;
 pub use inputs::{binary, random, related_text, samples, short_samples, text};
 
 use lmzip::codec::{compress_bytes, decompress_bytes};
-use lmzip::recipe::{Action, ModelKind, OptimizerKind, Recipe};
+use lmzip::recipe::{Action, ModelConfig, ModelKind, OptimizerKind, Recipe, TrainSpec};
 
 /// A small network, so that whole sweeps run in seconds: Mamba-1 16 wide, RWKV-7 one head
 /// (64 wide), one block each, without the mixing stage, following `schedule` (recipe rules
-/// such as `0..:train(lr=0.003,bptt=8)`).
+/// such as `0..:train(lr=0.003,bptt=8)`). The other sizes are the model's base sizes, not a
+/// level's, so that the pinned outputs do not move with the levels table.
 pub fn tiny_with(kind: ModelKind, schedule: &str) -> Recipe {
     let hidden = match kind {
         ModelKind::Mamba1 => 16,
         ModelKind::Rwkv7 => 64,
     };
-    lmzip::levels::default_recipe(kind)
-        .edit(
+    let base = Recipe::fresh(
+        ModelConfig::default_for(kind),
+        0,
+        Action::Train(TrainSpec::defaults(kind)),
+    );
+    base.edit(
             &format!("cfg:hidden={hidden},layers=1 mix:off {schedule}"),
             None,
         )
