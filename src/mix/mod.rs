@@ -170,6 +170,7 @@ impl Stage {
             }
         }
         debug_assert_eq!(i, self.inputs.len());
+        self.prefetch_next_bit();
         let match_set = match match_state {
             0 => 0,
             s => 1 + (((s - 1) >> 1).min(15) << 1 | ((s - 1) & 1)),
@@ -222,6 +223,18 @@ impl Stage {
             }
         }
         (seen, i)
+    }
+
+    /// Starts loading the table slots the next bit of this byte reads, for either value of the
+    /// current bit: their cache misses then overlap with the mixing and coding of this bit.
+    fn prefetch_next_bit(&self) {
+        if self.bit_index == 7 {
+            return; // the next byte's slots are asked for by `set_contexts`
+        }
+        for (table, &context) in self.tables.iter().zip(&self.contexts) {
+            table.prefetch(with_partial(context, self.c0 << 1));
+            table.prefetch(with_partial(context, self.c0 << 1 | 1));
+        }
     }
 
     /// Learns the coded bit (after [`Stage::p`]); after the eighth, the byte.
@@ -310,6 +323,10 @@ impl Stage {
         }
         let t = self.two_word_contexts(t);
         debug_assert_eq!(t, self.contexts.len());
+        // The first bit's slots load while the network predicts the byte.
+        for (table, &context) in self.tables.iter().zip(&self.contexts) {
+            table.prefetch(with_partial(context, 1));
+        }
     }
 
     /// With `pword`, the context of the table at `t`; returns the next table's index.
