@@ -10,6 +10,7 @@
 //! that has always been followed by the same bit is a stronger hint than its probability says.
 
 use super::logistic::stretch;
+use super::slots::Slots;
 
 /// Updates after which a counter adapts at its slowest rate, `1 / (LIMIT + 1.5)`.
 const LIMIT: u32 = 30;
@@ -26,7 +27,7 @@ fn rate(n: u32) -> i64 {
 
 /// One table of counters addressed by hashes.
 pub struct CounterTable {
-    slots: Vec<u32>,
+    slots: Slots,
     bits: u32,
     /// Two-way: a context may sit in its slot or the one beside it (index ^ 1); a new context
     /// takes the one of the pair with fewer updates (`mix:ways=2`).
@@ -48,7 +49,7 @@ impl CounterTable {
     /// A table of `2^bits` counters.
     pub fn new(bits: u32) -> Self {
         CounterTable {
-            slots: vec![0; 1usize << bits],
+            slots: Slots::zeroed(1usize << bits),
             bits,
             pair: false,
         }
@@ -65,7 +66,7 @@ impl CounterTable {
     /// The slot of a two-way table holding `check` near `i`, or the one to claim for it.
     fn way(&self, i: usize, check: u32) -> (usize, bool) {
         let holds = |j: usize| {
-            let s = self.slots[j];
+            let s = self.slots.get(j);
             (s >> 8) & 0xff == check && s & COUNT_MASK > 0
         };
         let j = i ^ 1;
@@ -73,7 +74,7 @@ impl CounterTable {
             (i, true)
         } else if holds(j) {
             (j, true)
-        } else if self.slots[j] & COUNT_MASK < self.slots[i] & COUNT_MASK {
+        } else if self.slots.get(j) & COUNT_MASK < self.slots.get(i) & COUNT_MASK {
             (j, false)
         } else {
             (i, false)
@@ -92,7 +93,7 @@ impl CounterTable {
     pub fn get(&self, hash: u32) -> Option<Counter> {
         let (i, check) = self.locate(hash);
         let i = if self.pair { self.way(i, check).0 } else { i };
-        let s = self.slots[i];
+        let s = self.slots.get(i);
         let n = s & COUNT_MASK;
         ((s >> 8) & 0xff == check && n > 0).then_some(Counter {
             p: (s >> 20) as i32,
@@ -104,14 +105,14 @@ impl CounterTable {
     /// Asks the memory system for the slot of `hash` before it is read (see [`prefetch`]).
     pub fn prefetch(&self, hash: u32) {
         // Both ways of a pair share a cache line (`i ^ 1` is the neighbouring `u32`).
-        prefetch(&self.slots[self.locate(hash).0]);
+        prefetch(self.slots.byte(self.locate(hash).0));
     }
 
     /// Moves the counter for `hash` toward `bit`, claiming the slot if another context held it.
     pub fn update(&mut self, hash: u32, bit: u32) {
         let (i, check) = self.locate(hash);
         let i = if self.pair { self.way(i, check).0 } else { i };
-        let s = self.slots[i];
+        let s = self.slots.get(i);
         let (p, n, mixed) = if (s >> 8) & 0xff == check && s & COUNT_MASK > 0 {
             (s >> 16, s & COUNT_MASK, s & MIXED)
         } else {
@@ -125,7 +126,8 @@ impl CounterTable {
         };
         let target = if bit == 1 { 65535i64 } else { 0 };
         let p = (p as i64 + (((target - p as i64) * rate(n)) >> 16)).clamp(1, 65535) as u32;
-        self.slots[i] = (p << 16) | (check << 8) | mixed | (n + 1).min(LIMIT);
+        self.slots
+            .set(i, (p << 16) | (check << 8) | mixed | (n + 1).min(LIMIT));
     }
 }
 

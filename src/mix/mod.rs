@@ -29,6 +29,7 @@ pub mod logistic;
 pub mod matcher;
 pub mod mixer;
 pub mod record;
+pub mod slots;
 pub mod spec;
 pub mod sse;
 
