@@ -21,9 +21,21 @@ const MIXED: u32 = 0x80;
 const FRESH_P: u32 = 1 << 15;
 
 /// `65536 / (n + 1.5)` for each count `n`: the step toward the bit, in 1/65536.
-fn rate(n: u32) -> i64 {
-    (131_072 / (2 * n as i64 + 3)).max(1)
+const fn rate(n: u32) -> i64 {
+    let r = 131_072 / (2 * n as i64 + 3);
+    if r > 1 { r } else { 1 }
 }
+
+/// [`rate`] of every count a slot holds (`0..=LIMIT`), so that an update divides nothing.
+const RATES: [i64; LIMIT as usize + 1] = {
+    let mut t = [0; LIMIT as usize + 1];
+    let mut n = 0;
+    while n <= LIMIT {
+        t[n as usize] = rate(n);
+        n += 1;
+    }
+    t
+};
 
 /// One table of counters addressed by hashes.
 pub struct CounterTable {
@@ -32,6 +44,16 @@ pub struct CounterTable {
     /// Two-way: a context may sit in its slot or the one beside it (index ^ 1); a new context
     /// takes the one of the pair with fewer updates (`mix:ways=2`).
     pair: bool,
+}
+
+/// Where the counter of a hash sits: its slot and check byte, found once per bit by
+/// [`CounterTable::find`] and used by both [`CounterTable::get_at`] and
+/// [`CounterTable::update_at`] (nothing else writes the table in between, so a two-way table
+/// would choose the same way again).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Position {
+    index: usize,
+    check: u32,
 }
 
 /// What a counter knows of its context.
@@ -88,11 +110,22 @@ impl CounterTable {
         (index, check)
     }
 
+    /// The slot of the counter for `hash` (see [`Position`]).
+    pub fn find(&self, hash: u32) -> Position {
+        let (i, check) = self.locate(hash);
+        let index = if self.pair { self.way(i, check).0 } else { i };
+        Position { index, check }
+    }
+
     /// The counter for `hash`: its 12-bit probability and count, or `None` if the slot holds
     /// another context (or none yet).
     pub fn get(&self, hash: u32) -> Option<Counter> {
-        let (i, check) = self.locate(hash);
-        let i = if self.pair { self.way(i, check).0 } else { i };
+        self.get_at(self.find(hash))
+    }
+
+    /// [`CounterTable::get`] of a hash found at `at`.
+    pub fn get_at(&self, at: Position) -> Option<Counter> {
+        let Position { index: i, check } = at;
         let s = self.slots.get(i);
         let n = s & COUNT_MASK;
         ((s >> 8) & 0xff == check && n > 0).then_some(Counter {
@@ -110,8 +143,12 @@ impl CounterTable {
 
     /// Moves the counter for `hash` toward `bit`, claiming the slot if another context held it.
     pub fn update(&mut self, hash: u32, bit: u32) {
-        let (i, check) = self.locate(hash);
-        let i = if self.pair { self.way(i, check).0 } else { i };
+        self.update_at(self.find(hash), bit)
+    }
+
+    /// [`CounterTable::update`] of a hash found at `at`, before any other write to the table.
+    pub fn update_at(&mut self, at: Position, bit: u32) {
+        let Position { index: i, check } = at;
         let s = self.slots.get(i);
         let (p, n, mixed) = if (s >> 8) & 0xff == check && s & COUNT_MASK > 0 {
             (s >> 16, s & COUNT_MASK, s & MIXED)
@@ -125,7 +162,8 @@ impl CounterTable {
             mixed
         };
         let target = if bit == 1 { 65535i64 } else { 0 };
-        let p = (p as i64 + (((target - p as i64) * rate(n)) >> 16)).clamp(1, 65535) as u32;
+        let p =
+            (p as i64 + (((target - p as i64) * RATES[n as usize]) >> 16)).clamp(1, 65535) as u32;
         self.slots
             .set(i, (p << 16) | (check << 8) | mixed | (n + 1).min(LIMIT));
     }

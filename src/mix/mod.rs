@@ -38,7 +38,7 @@ pub use spec::{
 };
 
 use apm::Apm;
-use counters::{Counter, CounterTable, hash, inputs, with_partial};
+use counters::{Counter, CounterTable, Position, hash, inputs, with_partial};
 use logistic::{ST_MAX, stretch};
 use matcher::{MatchModel, length_bucket};
 use mixer::Mixer2;
@@ -55,8 +55,8 @@ pub struct Stage {
     tables: Vec<CounterTable>,
     /// Per table: the context hash of the current byte position.
     contexts: Vec<u32>,
-    /// Per table: the slot hash of the current bit.
-    slots: Vec<u32>,
+    /// Per table: where the current bit's counter sits.
+    slots: Vec<Position>,
     /// Per table, with `conf`: the map from a counter's history to a probability.
     confidence: Vec<Apm>,
     matcher: Option<MatchModel>,
@@ -103,7 +103,7 @@ impl Stage {
                 })
                 .collect(),
             contexts: vec![0; bits.len()],
-            slots: vec![0; bits.len()],
+            slots: vec![Position::default(); bits.len()],
             confidence: match spec.conf {
                 true => bits.iter().map(|_| Apm::new(CONF_CONTEXTS, 6)).collect(),
                 false => Vec::new(),
@@ -212,9 +212,9 @@ impl Stage {
         let mut seen = 0usize;
         let mut i = first;
         for (t, table) in self.tables.iter().enumerate() {
-            let slot = with_partial(self.contexts[t], self.c0);
-            self.slots[t] = slot;
-            let counter = table.get(slot);
+            let at = table.find(with_partial(self.contexts[t], self.c0));
+            self.slots[t] = at;
+            let counter = table.get_at(at);
             seen += counter.is_some() as usize;
             [self.inputs[i], self.inputs[i + 1]] = inputs(counter);
             i += 2;
@@ -251,7 +251,7 @@ impl Stage {
             map.update(bit);
         }
         for (t, table) in self.tables.iter_mut().enumerate() {
-            table.update(self.slots[t], bit);
+            table.update_at(self.slots[t], bit);
         }
         if let Some(m) = &mut self.matcher {
             m.update_bit(self.bit_index, bit);
