@@ -2,6 +2,7 @@
 //! has 33 points over the stretch domain; the output interpolates the two points around the
 //! input, and the nearer point moves toward each coded bit. A map starts as the identity.
 
+use super::counters::prefetch;
 use super::logistic::{squash, stretch};
 
 pub struct Apm {
@@ -36,6 +37,14 @@ impl Apm {
 
     pub fn bytes(contexts: usize) -> usize {
         2 * 33 * contexts
+    }
+
+    /// Starts loading the points of context `cx` (66 bytes, two cache lines at most) before
+    /// [`Apm::refine`] reads them; only a hint (see [`prefetch`]).
+    pub fn prefetch(&self, cx: usize) {
+        let row = cx * 33;
+        prefetch(&self.table[row]);
+        prefetch(&self.table[row + 32]);
     }
 
     /// The refined 12-bit probability of `p` in context `cx`.

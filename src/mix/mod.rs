@@ -232,9 +232,22 @@ impl Stage {
         if self.bit_index == 7 {
             return; // the next byte's slots are asked for by `set_contexts`
         }
+        self.prefetch_bit(self.c0 << 1);
+        self.prefetch_bit(self.c0 << 1 | 1);
+    }
+
+    /// Starts loading what the bit after the bits `c0` of this byte reads from the large
+    /// tables: the counters, and the points of the large maps.
+    fn prefetch_bit(&self, c0: u32) {
         for (table, &context) in self.tables.iter().zip(&self.contexts) {
-            table.prefetch(with_partial(context, self.c0 << 1));
-            table.prefetch(with_partial(context, self.c0 << 1 | 1));
+            table.prefetch(with_partial(context, c0));
+        }
+        let c1 = (self.history & 0xff) as u32;
+        if let Some(sse) = &self.sse {
+            sse.prefetch(c0, c1, (self.history & 0xffff) as u32);
+        }
+        if let Some(maps) = &self.net_maps {
+            maps.order1.prefetch((c1 as usize) << 8 | c0 as usize);
         }
     }
 
@@ -325,9 +338,7 @@ impl Stage {
         let t = self.two_word_contexts(t);
         debug_assert_eq!(t, self.contexts.len());
         // The first bit's slots load while the network predicts the byte.
-        for (table, &context) in self.tables.iter().zip(&self.contexts) {
-            table.prefetch(with_partial(context, 1));
-        }
+        self.prefetch_bit(1);
     }
 
     /// With `pword`, the context of the table at `t`; returns the next table's index.
