@@ -20,11 +20,14 @@ pub struct Apm {
 
 impl Apm {
     pub fn new(contexts: usize, rate: u32) -> Self {
+        // Every context starts as the same row: built once and copied (the largest map has
+        // 2^18 contexts, and computing each point again cost milliseconds per stream).
+        let row: Vec<u16> = (0..33)
+            .map(|j| (squash((j - 16) * 128) * 16) as u16)
+            .collect();
         let mut table = Vec::with_capacity(contexts * 33);
         for _ in 0..contexts {
-            for j in 0..33 {
-                table.push((squash((j - 16) * 128) * 16) as u16);
-            }
+            table.extend_from_slice(&row);
         }
         Apm {
             table,

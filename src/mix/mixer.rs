@@ -95,12 +95,27 @@ fn dot(x: &[i32], w: &[i32]) -> i64 {
 
 /// One gradient step: `w[i] += x[i] · scaled / 2^14` (rounded down), within `±W_MAX`.
 fn train(x: &[i32], w: &mut [i32], scaled: i64) {
+    // With |x| ≤ 2048 (stretch units, ±2047 at most) and |scaled| below 2^20, every product
+    // fits an i32, and so does w + step (|w| ≤ 2^22): the 32-bit loop then computes the same
+    // bits with twice the lanes. That holds at every valid rate (4095 · 64 · 1024 / 2^8 =
+    // 1048320 ≤ i32::MAX / 2048); the 64-bit loop stays for anything else.
+    let narrow = i32::try_from(scaled)
+        .ok()
+        .filter(|s| s.unsigned_abs() <= (i32::MAX / 2048) as u32);
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2, just checked.
-        return unsafe { avx2::train(x, w, scaled) };
+        return unsafe {
+            match narrow {
+                Some(s) => avx2::train_narrow(x, w, s),
+                None => avx2::train(x, w, scaled),
+            }
+        };
     }
-    train_body(x, w, scaled)
+    match narrow {
+        Some(s) => train_narrow_body(x, w, s),
+        None => train_body(x, w, scaled),
+    }
 }
 
 #[inline(always)]
@@ -118,6 +133,17 @@ fn train_body(x: &[i32], w: &mut [i32], scaled: i64) {
     }
 }
 
+/// [`train_body`] in 32 bits, for `|scaled| ≤ i32::MAX / 2048` (see [`train`]).
+#[inline(always)]
+fn train_narrow_body(x: &[i32], w: &mut [i32], scaled: i32) {
+    debug_assert_eq!(x.len(), w.len());
+    for (w, &x) in w.iter_mut().zip(x) {
+        debug_assert!(x.abs() <= 2048);
+        let step = (x * scaled) >> 14;
+        *w = (*w + step).clamp(-W_MAX, W_MAX);
+    }
+}
+
 /// The same loops compiled for AVX2.
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
@@ -129,6 +155,11 @@ mod avx2 {
     #[target_feature(enable = "avx2")]
     pub(super) fn train(x: &[i32], w: &mut [i32], scaled: i64) {
         super::train_body(x, w, scaled)
+    }
+
+    #[target_feature(enable = "avx2")]
+    pub(super) fn train_narrow(x: &[i32], w: &mut [i32], scaled: i32) {
+        super::train_narrow_body(x, w, scaled)
     }
 }
 
