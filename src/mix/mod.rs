@@ -171,7 +171,6 @@ impl Stage {
             }
         }
         debug_assert_eq!(i, self.inputs.len());
-        self.prefetch_next_bit();
         let match_set = match match_state {
             0 => 0,
             s => 1 + (((s - 1) >> 1).min(15) << 1 | ((s - 1) & 1)),
@@ -226,14 +225,14 @@ impl Stage {
         (seen, i)
     }
 
-    /// Starts loading the table slots the next bit of this byte reads, for either value of the
-    /// current bit: their cache misses then overlap with the mixing and coding of this bit.
-    fn prefetch_next_bit(&self) {
+    /// Starts loading what the next bit of this byte reads, once the current `bit` is known:
+    /// the cache misses then overlap with the learning of this bit. (Asking for both values of
+    /// the bit earlier, in `p`, was slower: twice the requests filled the queue of misses.)
+    fn prefetch_next_bit(&self, bit: u32) {
         if self.bit_index == 7 {
             return; // the next byte's slots are asked for by `set_contexts`
         }
-        self.prefetch_bit(self.c0 << 1);
-        self.prefetch_bit(self.c0 << 1 | 1);
+        self.prefetch_bit(self.c0 << 1 | bit);
     }
 
     /// Starts loading what the bit after the bits `c0` of this byte reads from the large
@@ -253,6 +252,7 @@ impl Stage {
 
     /// Learns the coded bit (after [`Stage::p`]); after the eighth, the byte.
     pub fn update(&mut self, bit: u32) {
+        self.prefetch_next_bit(bit);
         self.mixer.update(&self.inputs, bit);
         if let Some(sse) = &mut self.sse {
             sse.update(bit);
