@@ -2,6 +2,7 @@
 //! has 33 points over the stretch domain; the output interpolates the two points around the
 //! input, and the nearer point moves toward each coded bit. A map starts as the identity.
 
+use super::counters::prefetch;
 use super::logistic::{squash, stretch};
 
 pub struct Apm {
@@ -19,11 +20,14 @@ pub struct Apm {
 
 impl Apm {
     pub fn new(contexts: usize, rate: u32) -> Self {
+        // Every context starts as the same row: built once and copied (the largest map has
+        // 2^18 contexts, and computing each point again cost milliseconds per stream).
+        let row: Vec<u16> = (0..33)
+            .map(|j| (squash((j - 16) * 128) * 16) as u16)
+            .collect();
         let mut table = Vec::with_capacity(contexts * 33);
         for _ in 0..contexts {
-            for j in 0..33 {
-                table.push((squash((j - 16) * 128) * 16) as u16);
-            }
+            table.extend_from_slice(&row);
         }
         Apm {
             table,
@@ -36,6 +40,14 @@ impl Apm {
 
     pub fn bytes(contexts: usize) -> usize {
         2 * 33 * contexts
+    }
+
+    /// Starts loading the points of context `cx` (66 bytes, two cache lines at most) before
+    /// [`Apm::refine`] reads them; only a hint (see [`prefetch`]).
+    pub fn prefetch(&self, cx: usize) {
+        let row = cx * 33;
+        prefetch(&self.table[row]);
+        prefetch(&self.table[row + 32]);
     }
 
     /// The refined 12-bit probability of `p` in context `cx`.

@@ -10,6 +10,7 @@
 //! that has always been followed by the same bit is a stronger hint than its probability says.
 
 use super::logistic::stretch;
+use super::slots::Slots;
 
 /// Updates after which a counter adapts at its slowest rate, `1 / (LIMIT + 1.5)`.
 const LIMIT: u32 = 30;
@@ -20,17 +21,39 @@ const MIXED: u32 = 0x80;
 const FRESH_P: u32 = 1 << 15;
 
 /// `65536 / (n + 1.5)` for each count `n`: the step toward the bit, in 1/65536.
-fn rate(n: u32) -> i64 {
-    (131_072 / (2 * n as i64 + 3)).max(1)
+const fn rate(n: u32) -> i64 {
+    let r = 131_072 / (2 * n as i64 + 3);
+    if r > 1 { r } else { 1 }
 }
+
+/// [`rate`] of every count a slot holds (`0..=LIMIT`), so that an update divides nothing.
+const RATES: [i64; LIMIT as usize + 1] = {
+    let mut t = [0; LIMIT as usize + 1];
+    let mut n = 0;
+    while n <= LIMIT {
+        t[n as usize] = rate(n);
+        n += 1;
+    }
+    t
+};
 
 /// One table of counters addressed by hashes.
 pub struct CounterTable {
-    slots: Vec<u32>,
+    slots: Slots,
     bits: u32,
     /// Two-way: a context may sit in its slot or the one beside it (index ^ 1); a new context
     /// takes the one of the pair with fewer updates (`mix:ways=2`).
     pair: bool,
+}
+
+/// Where the counter of a hash sits: its slot and check byte, found once per bit by
+/// [`CounterTable::find`] and used by both [`CounterTable::get_at`] and
+/// [`CounterTable::update_at`] (nothing else writes the table in between, so a two-way table
+/// would choose the same way again).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Position {
+    index: usize,
+    check: u32,
 }
 
 /// What a counter knows of its context.
@@ -48,7 +71,7 @@ impl CounterTable {
     /// A table of `2^bits` counters.
     pub fn new(bits: u32) -> Self {
         CounterTable {
-            slots: vec![0; 1usize << bits],
+            slots: Slots::zeroed(1usize << bits),
             bits,
             pair: false,
         }
@@ -65,7 +88,7 @@ impl CounterTable {
     /// The slot of a two-way table holding `check` near `i`, or the one to claim for it.
     fn way(&self, i: usize, check: u32) -> (usize, bool) {
         let holds = |j: usize| {
-            let s = self.slots[j];
+            let s = self.slots.get(j);
             (s >> 8) & 0xff == check && s & COUNT_MASK > 0
         };
         let j = i ^ 1;
@@ -73,7 +96,7 @@ impl CounterTable {
             (i, true)
         } else if holds(j) {
             (j, true)
-        } else if self.slots[j] & COUNT_MASK < self.slots[i] & COUNT_MASK {
+        } else if self.slots.get(j) & COUNT_MASK < self.slots.get(i) & COUNT_MASK {
             (j, false)
         } else {
             (i, false)
@@ -87,12 +110,23 @@ impl CounterTable {
         (index, check)
     }
 
+    /// The slot of the counter for `hash` (see [`Position`]).
+    pub fn find(&self, hash: u32) -> Position {
+        let (i, check) = self.locate(hash);
+        let index = if self.pair { self.way(i, check).0 } else { i };
+        Position { index, check }
+    }
+
     /// The counter for `hash`: its 12-bit probability and count, or `None` if the slot holds
     /// another context (or none yet).
     pub fn get(&self, hash: u32) -> Option<Counter> {
-        let (i, check) = self.locate(hash);
-        let i = if self.pair { self.way(i, check).0 } else { i };
-        let s = self.slots[i];
+        self.get_at(self.find(hash))
+    }
+
+    /// [`CounterTable::get`] of a hash found at `at`.
+    pub fn get_at(&self, at: Position) -> Option<Counter> {
+        let Position { index: i, check } = at;
+        let s = self.slots.get(i);
         let n = s & COUNT_MASK;
         ((s >> 8) & 0xff == check && n > 0).then_some(Counter {
             p: (s >> 20) as i32,
@@ -101,11 +135,21 @@ impl CounterTable {
         })
     }
 
+    /// Asks the memory system for the slot of `hash` before it is read (see [`prefetch`]).
+    pub fn prefetch(&self, hash: u32) {
+        // Both ways of a pair share a cache line (`i ^ 1` is the neighbouring `u32`).
+        prefetch(self.slots.byte(self.locate(hash).0));
+    }
+
     /// Moves the counter for `hash` toward `bit`, claiming the slot if another context held it.
     pub fn update(&mut self, hash: u32, bit: u32) {
-        let (i, check) = self.locate(hash);
-        let i = if self.pair { self.way(i, check).0 } else { i };
-        let s = self.slots[i];
+        self.update_at(self.find(hash), bit)
+    }
+
+    /// [`CounterTable::update`] of a hash found at `at`, before any other write to the table.
+    pub fn update_at(&mut self, at: Position, bit: u32) {
+        let Position { index: i, check } = at;
+        let s = self.slots.get(i);
         let (p, n, mixed) = if (s >> 8) & 0xff == check && s & COUNT_MASK > 0 {
             (s >> 16, s & COUNT_MASK, s & MIXED)
         } else {
@@ -118,8 +162,10 @@ impl CounterTable {
             mixed
         };
         let target = if bit == 1 { 65535i64 } else { 0 };
-        let p = (p as i64 + (((target - p as i64) * rate(n)) >> 16)).clamp(1, 65535) as u32;
-        self.slots[i] = (p << 16) | (check << 8) | mixed | (n + 1).min(LIMIT);
+        let p =
+            (p as i64 + (((target - p as i64) * RATES[n as usize]) >> 16)).clamp(1, 65535) as u32;
+        self.slots
+            .set(i, (p << 16) | (check << 8) | mixed | (n + 1).min(LIMIT));
     }
 }
 
@@ -134,6 +180,23 @@ pub fn inputs(counter: Option<Counter>) -> [i32; 2] {
             [st, (st * confidence) >> 4]
         }
     }
+}
+
+/// Starts loading the cache line of `x` without waiting for it: the stage's tables are far
+/// larger than the caches, and each bit reads a random slot of every table, so loading the
+/// next bit's slots while the current bit is mixed and coded hides most of the misses. Only
+/// a hint: no value read or written depends on it.
+#[inline]
+pub fn prefetch<T>(x: &T) {
+    // SAFETY: a prefetch reads nothing into the program and never faults; SSE, which it
+    // needs, is part of every x86_64 target.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<{ _MM_HINT_T0 }>((x as *const T).cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
 }
 
 /// Hash of a context with a salt (which order, which model): spreads nearby values over all

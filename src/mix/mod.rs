@@ -29,6 +29,7 @@ pub mod logistic;
 pub mod matcher;
 pub mod mixer;
 pub mod record;
+pub mod slots;
 pub mod spec;
 pub mod sse;
 
@@ -37,7 +38,7 @@ pub use spec::{
 };
 
 use apm::Apm;
-use counters::{Counter, CounterTable, hash, inputs, with_partial};
+use counters::{Counter, CounterTable, Position, hash, inputs, with_partial};
 use logistic::{ST_MAX, stretch};
 use matcher::{MatchModel, length_bucket};
 use mixer::Mixer2;
@@ -54,8 +55,8 @@ pub struct Stage {
     tables: Vec<CounterTable>,
     /// Per table: the context hash of the current byte position.
     contexts: Vec<u32>,
-    /// Per table: the slot hash of the current bit.
-    slots: Vec<u32>,
+    /// Per table: where the current bit's counter sits.
+    slots: Vec<Position>,
     /// Per table, with `conf`: the map from a counter's history to a probability.
     confidence: Vec<Apm>,
     matcher: Option<MatchModel>,
@@ -102,7 +103,7 @@ impl Stage {
                 })
                 .collect(),
             contexts: vec![0; bits.len()],
-            slots: vec![0; bits.len()],
+            slots: vec![Position::default(); bits.len()],
             confidence: match spec.conf {
                 true => bits.iter().map(|_| Apm::new(CONF_CONTEXTS, 6)).collect(),
                 false => Vec::new(),
@@ -210,9 +211,9 @@ impl Stage {
         let mut seen = 0usize;
         let mut i = first;
         for (t, table) in self.tables.iter().enumerate() {
-            let slot = with_partial(self.contexts[t], self.c0);
-            self.slots[t] = slot;
-            let counter = table.get(slot);
+            let at = table.find(with_partial(self.contexts[t], self.c0));
+            self.slots[t] = at;
+            let counter = table.get_at(at);
             seen += counter.is_some() as usize;
             [self.inputs[i], self.inputs[i + 1]] = inputs(counter);
             i += 2;
@@ -224,8 +225,34 @@ impl Stage {
         (seen, i)
     }
 
+    /// Starts loading what the next bit of this byte reads, once the current `bit` is known:
+    /// the cache misses then overlap with the learning of this bit. (Asking for both values of
+    /// the bit earlier, in `p`, was slower: twice the requests filled the queue of misses.)
+    fn prefetch_next_bit(&self, bit: u32) {
+        if self.bit_index == 7 {
+            return; // the next byte's slots are asked for by `set_contexts`
+        }
+        self.prefetch_bit(self.c0 << 1 | bit);
+    }
+
+    /// Starts loading what the bit after the bits `c0` of this byte reads from the large
+    /// tables: the counters, and the points of the large maps.
+    fn prefetch_bit(&self, c0: u32) {
+        for (table, &context) in self.tables.iter().zip(&self.contexts) {
+            table.prefetch(with_partial(context, c0));
+        }
+        let c1 = (self.history & 0xff) as u32;
+        if let Some(sse) = &self.sse {
+            sse.prefetch(c0, c1, (self.history & 0xffff) as u32);
+        }
+        if let Some(maps) = &self.net_maps {
+            maps.order1.prefetch((c1 as usize) << 8 | c0 as usize);
+        }
+    }
+
     /// Learns the coded bit (after [`Stage::p`]); after the eighth, the byte.
     pub fn update(&mut self, bit: u32) {
+        self.prefetch_next_bit(bit);
         self.mixer.update(&self.inputs, bit);
         if let Some(sse) = &mut self.sse {
             sse.update(bit);
@@ -237,7 +264,7 @@ impl Stage {
             map.update(bit);
         }
         for (t, table) in self.tables.iter_mut().enumerate() {
-            table.update(self.slots[t], bit);
+            table.update_at(self.slots[t], bit);
         }
         if let Some(m) = &mut self.matcher {
             m.update_bit(self.bit_index, bit);
@@ -310,6 +337,8 @@ impl Stage {
         }
         let t = self.two_word_contexts(t);
         debug_assert_eq!(t, self.contexts.len());
+        // The first bit's slots load while the network predicts the byte.
+        self.prefetch_bit(1);
     }
 
     /// With `pword`, the context of the table at `t`; returns the next table's index.

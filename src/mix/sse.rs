@@ -71,13 +71,22 @@ impl Sse {
         let Some([order2, matched]) = &mut self.fin else {
             return (p + r0 + 2 * r1 + 2) >> 2;
         };
-        let h = (cx.c2.wrapping_mul(0x9E37_79B1) >> (32 - (ORDER2_BITS - 8))) as usize;
-        let r2 = order2.refine(p, (h << 8) | c0);
+        let r2 = order2.refine(p, order2_context(cx.c2, c0));
         let r3 = matched.refine(p, (cx.match_state << 8) | c0);
         let [a, b, c, d, e] = FIN_WEIGHTS;
         let sum = a * p + b * r0 + c * r1 + d * r2 + e * r3;
         let total = a + b + c + d + e;
         (sum + total / 2) / total
+    }
+
+    /// Starts loading the points the large maps (by the last byte, and by the last two) will
+    /// read for the bits `c0` after the last bytes `c1` and `c2` (see [`SseContext`]).
+    pub fn prefetch(&self, c0: u32, c1: u32, c2: u32) {
+        let c0 = c0 as usize;
+        self.order1.prefetch(((c1 as usize) << 8) | c0);
+        if let Some([order2, _]) = &self.fin {
+            order2.prefetch(order2_context(c2, c0));
+        }
     }
 
     /// Moves the maps' points toward the coded bit.
@@ -89,6 +98,12 @@ impl Sse {
             matched.update_both(bit);
         }
     }
+}
+
+/// The order-2 map's context: the last two bytes hashed, with the bits so far.
+fn order2_context(c2: u32, c0: usize) -> usize {
+    let h = (c2.wrapping_mul(0x9E37_79B1) >> (32 - (ORDER2_BITS - 8))) as usize;
+    (h << 8) | c0
 }
 
 #[cfg(test)]
