@@ -48,11 +48,17 @@ macro_rules! train {
 /// the same ratio as 16 for half the scan's work.
 pub const LEVELS: [Level; MAX_LEVEL as usize] = [
     Level {
-        mamba1: concat!("cfg:hidden=32,layers=1,state=8 mix:table=18 ", train!("0.002")),
+        mamba1: concat!(
+            "cfg:hidden=32,layers=1,state=8 mix:table=18 ",
+            train!("0.002")
+        ),
         rwkv7: concat!("cfg:hidden=64,layers=1 mix:table=18 ", train!("0.002")),
     },
     Level {
-        mamba1: concat!("cfg:hidden=32,layers=1,state=8 mix:table=20 ", train!("0.002")),
+        mamba1: concat!(
+            "cfg:hidden=32,layers=1,state=8 mix:table=20 ",
+            train!("0.002")
+        ),
         rwkv7: concat!("cfg:hidden=64,layers=1 mix:table=20 ", train!("0.002")),
     },
     // The default: the fastest network that, with the full stage, stays within about 1% of the

@@ -81,13 +81,21 @@ impl Mixer {
 // The two loops every bit runs per weight set, in integers: their results do not depend on
 // the order of the additions, so a vectorised copy computes exactly the same. The baseline
 // x86-64 build has no signed 64-bit vector multiply, and left alone they ran one input at a
-// time; on a CPU with AVX2 the same code compiled for AVX2 runs instead.
+// time; where the kernels run their AVX2 path (`LMZIP_SIMD`, src/kernels/dispatch.rs), the
+// same code compiled for AVX2 runs instead, so forcing the portable path tests this one too.
+
+/// Whether the kernels' AVX2 path is in force (it is only ever chosen where the CPU has it).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn uses_avx2() -> bool {
+    crate::kernels::dispatch::active() == crate::kernels::SimdPath::Avx2
+}
 
 /// `Σ x[i] · w[i]` (no overflow: |x| < 2^11, |w| ≤ 2^22, a few hundred inputs at most).
 fn dot(x: &[i32], w: &[i32]) -> i64 {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2, just checked.
+    if uses_avx2() {
+        // SAFETY: the AVX2 path is only chosen on a CPU that has AVX2.
         return unsafe { avx2::dot(x, w) };
     }
     dot_body(x, w)
@@ -103,8 +111,8 @@ fn train(x: &[i32], w: &mut [i32], scaled: i64) {
         .ok()
         .filter(|s| s.unsigned_abs() <= (i32::MAX / 2048) as u32);
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2, just checked.
+    if uses_avx2() {
+        // SAFETY: the AVX2 path is only chosen on a CPU that has AVX2.
         return unsafe {
             match narrow {
                 Some(s) => avx2::train_narrow(x, w, s),

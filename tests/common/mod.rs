@@ -27,10 +27,10 @@ pub fn tiny_with(kind: ModelKind, schedule: &str) -> Recipe {
         Action::Train(TrainSpec::defaults(kind)),
     );
     base.edit(
-            &format!("cfg:hidden={hidden},layers=1 mix:off {schedule}"),
-            None,
-        )
-        .unwrap()
+        &format!("cfg:hidden={hidden},layers=1 mix:off {schedule}"),
+        None,
+    )
+    .unwrap()
 }
 
 /// The tiny network trained on every byte by one rule. `optimizer` `None` only predicts;
