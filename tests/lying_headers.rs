@@ -261,7 +261,8 @@ fn the_binary_refuses_a_model_above_the_limit() {
 
 /// The estimate the limit is checked against follows what decoding really holds: for schedules
 /// that mix one-step updates, SGD, Adam and TBPTT windows, with and without the mixing stage,
-/// the peak heap of a decode is the estimate plus the frame buffer and vector-sized scratch,
+/// the peak heap of a decode is the estimate (less the stage's mapped tables) plus the frame
+/// buffer and vector-sized scratch,
 /// and not far below it.
 #[test]
 fn the_working_memory_estimate_follows_what_decoding_allocates() {
@@ -299,7 +300,9 @@ fn the_working_memory_estimate_follows_what_decoding_allocates() {
         let lmz = lmzip::codec::compress_bytes(&recipe, &data).unwrap();
         let (out, peak, _) = measure(|| decompress_bytes(&lmz));
         assert_eq!(out.unwrap(), data);
-        let estimate = recipe.working_bytes();
+        // The stage's context tables live in memory maps of their own (src/mix/slots.rs),
+        // which the counting allocator does not see: the heap holds the rest of the estimate.
+        let estimate = recipe.working_bytes() - recipe.mix.map_or(0, |m| m.table_bytes());
         // The frame buffer, the output, and the network's vector-sized scratch (with the
         // bookkeeping of each trace's vectors, some hundred bytes a trace).
         let fixed = FRAME_MAX + data.len().next_power_of_two() + 4 * lmz.len();

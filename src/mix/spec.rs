@@ -345,9 +345,15 @@ impl MixSpec {
         sets
     }
 
+    /// Bytes of the context tables: most of the stage, held in memory maps of their own
+    /// (src/mix/slots.rs) rather than on the heap.
+    pub fn table_bytes(&self) -> usize {
+        self.table_bits().iter().map(|&b| 4usize << b).sum()
+    }
+
     /// Bytes of memory the stage takes (within a few kilobytes).
     pub fn bytes(&self) -> usize {
-        let tables: usize = self.table_bits().iter().map(|&b| 4usize << b).sum();
+        let tables = self.table_bytes();
         let matcher = if self.matcher > 0 {
             matcher::bytes(self.matcher)
         } else {
