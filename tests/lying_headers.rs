@@ -262,8 +262,7 @@ fn the_binary_refuses_a_model_above_the_limit() {
 /// The estimate the limit is checked against follows what decoding really holds: for schedules
 /// that mix one-step updates, SGD, Adam and TBPTT windows, with and without the mixing stage,
 /// the peak heap of a decode is the estimate (less the stage's mapped tables) plus the frame
-/// buffer and vector-sized scratch,
-/// and not far below it.
+/// buffer and vector-sized scratch, and not far below it.
 #[test]
 fn the_working_memory_estimate_follows_what_decoding_allocates() {
     let _alone = alone();
