@@ -45,6 +45,7 @@ mod simd;
 mod avx2;
 pub mod dispatch;
 pub mod math;
+pub mod mixing;
 mod par;
 mod portable;
 pub mod scalar;

@@ -8,6 +8,7 @@
 //! `err = 4096·bit − p`, rounded down, so both sides compute the same weights.
 
 use super::logistic::{ST_MAX, squash};
+use crate::kernels;
 
 /// Largest weight magnitude (64.0): keeps a run of surprises from pushing weights anywhere.
 const W_MAX: i32 = 64 << 16;
@@ -53,7 +54,7 @@ impl Mixer {
         debug_assert_eq!(x.len(), self.inputs);
         self.selected = set * self.inputs;
         let w = &self.weights[self.selected..self.selected + self.inputs];
-        let sum = dot(x, w);
+        let sum = kernels::mixing::dot(x, w);
         self.dot = (sum >> 16).clamp(-(ST_MAX as i64), ST_MAX as i64) as i32;
         self.p = squash(self.dot);
         self.dot
@@ -74,100 +75,7 @@ impl Mixer {
         let err = ((bit as i32) << 12) - self.p;
         let scaled = (err as i64 * self.rate as i64 * boost as i64) >> 8;
         let w = &mut self.weights[self.selected..self.selected + self.inputs];
-        train(x, w, scaled);
-    }
-}
-
-// The two loops every bit runs per weight set, in integers: their results do not depend on
-// the order of the additions, so a vectorised copy computes exactly the same. The baseline
-// x86-64 build has no signed 64-bit vector multiply, and left alone they ran one input at a
-// time; where the kernels run their AVX2 path (`LMZIP_SIMD`, src/kernels/dispatch.rs), the
-// same code compiled for AVX2 runs instead, so forcing the portable path tests this one too.
-
-/// Whether the kernels' AVX2 path is in force (it is only ever chosen where the CPU has it).
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn uses_avx2() -> bool {
-    crate::kernels::dispatch::active() == crate::kernels::SimdPath::Avx2
-}
-
-/// `Σ x[i] · w[i]` (no overflow: |x| < 2^11, |w| ≤ 2^22, a few hundred inputs at most).
-fn dot(x: &[i32], w: &[i32]) -> i64 {
-    #[cfg(target_arch = "x86_64")]
-    if uses_avx2() {
-        // SAFETY: the AVX2 path is only chosen on a CPU that has AVX2.
-        return unsafe { avx2::dot(x, w) };
-    }
-    dot_body(x, w)
-}
-
-/// One gradient step: `w[i] += x[i] · scaled / 2^14` (rounded down), within `±W_MAX`.
-fn train(x: &[i32], w: &mut [i32], scaled: i64) {
-    // With |x| ≤ 2048 (stretch units, ±2047 at most) and |scaled| below 2^20, every product
-    // fits an i32, and so does w + step (|w| ≤ 2^22): the 32-bit loop then computes the same
-    // bits with twice the lanes. That holds at every valid rate (4095 · 64 · 1024 / 2^8 =
-    // 1048320 ≤ i32::MAX / 2048); the 64-bit loop stays for anything else.
-    let narrow = i32::try_from(scaled)
-        .ok()
-        .filter(|s| s.unsigned_abs() <= (i32::MAX / 2048) as u32);
-    #[cfg(target_arch = "x86_64")]
-    if uses_avx2() {
-        // SAFETY: the AVX2 path is only chosen on a CPU that has AVX2.
-        return unsafe {
-            match narrow {
-                Some(s) => avx2::train_narrow(x, w, s),
-                None => avx2::train(x, w, scaled),
-            }
-        };
-    }
-    match narrow {
-        Some(s) => train_narrow_body(x, w, s),
-        None => train_body(x, w, scaled),
-    }
-}
-
-#[inline(always)]
-fn dot_body(x: &[i32], w: &[i32]) -> i64 {
-    debug_assert_eq!(x.len(), w.len());
-    x.iter().zip(w).map(|(&a, &b)| a as i64 * b as i64).sum()
-}
-
-#[inline(always)]
-fn train_body(x: &[i32], w: &mut [i32], scaled: i64) {
-    debug_assert_eq!(x.len(), w.len());
-    for (w, &x) in w.iter_mut().zip(x) {
-        let step = (x as i64 * scaled) >> 14;
-        *w = (*w as i64 + step).clamp(-(W_MAX as i64), W_MAX as i64) as i32;
-    }
-}
-
-/// [`train_body`] in 32 bits, for `|scaled| ≤ i32::MAX / 2048` (see [`train`]).
-#[inline(always)]
-fn train_narrow_body(x: &[i32], w: &mut [i32], scaled: i32) {
-    debug_assert_eq!(x.len(), w.len());
-    for (w, &x) in w.iter_mut().zip(x) {
-        debug_assert!(x.abs() <= 2048);
-        let step = (x * scaled) >> 14;
-        *w = (*w + step).clamp(-W_MAX, W_MAX);
-    }
-}
-
-/// The same loops compiled for AVX2.
-#[cfg(target_arch = "x86_64")]
-mod avx2 {
-    #[target_feature(enable = "avx2")]
-    pub(super) fn dot(x: &[i32], w: &[i32]) -> i64 {
-        super::dot_body(x, w)
-    }
-
-    #[target_feature(enable = "avx2")]
-    pub(super) fn train(x: &[i32], w: &mut [i32], scaled: i64) {
-        super::train_body(x, w, scaled)
-    }
-
-    #[target_feature(enable = "avx2")]
-    pub(super) fn train_narrow(x: &[i32], w: &mut [i32], scaled: i32) {
-        super::train_narrow_body(x, w, scaled)
+        kernels::mixing::train(x, w, scaled, W_MAX);
     }
 }
 
