@@ -17,7 +17,7 @@ fn cdf_of(counts: &[u32; 256], cdf: &mut [u32]) {
 
 /// Runs the stage over `data`; returns the seconds taken and the hash of its probabilities.
 fn run(data: &[u8]) -> (f64, u64) {
-    let mut stage = Stage::new(&MixSpec::DEFAULT);
+    let mut stage = Stage::new(&MixSpec::DEFAULT).expect("the stage's tables");
     let mut counts = [1u32; 256];
     let mut cdf = vec![0u32; 257];
     let mut h = 0xcbf2_9ce4_8422_2325u64;

@@ -240,7 +240,7 @@ pub fn compress(
         count: 0,
     };
     let mut predictor = predictor::build(recipe, options.weights)?;
-    let mut stage = recipe.mix.as_ref().map(Stage::new);
+    let mut stage = recipe.mix.as_ref().map(Stage::new).transpose()?;
     format::write_header(&mut out, &text).context("cannot write output")?;
     let mut quantized = QuantizedPdf::new();
     let mut buf = vec![0u8; FRAME_MAX];
@@ -379,7 +379,7 @@ fn decompress_member(
     format::check_numerics(&header)?;
     let recipe = read_recipe(&header)?;
     let mut predictor = predictor::build(&recipe, options.weights)?;
-    let mut stage = recipe.mix.as_ref().map(Stage::new);
+    let mut stage = recipe.mix.as_ref().map(Stage::new).transpose()?;
     let mut quantized = QuantizedPdf::new();
     let mut buf = vec![0u8; FRAME_MAX];
     let mut crc = crc32fast::Hasher::new();

@@ -9,6 +9,8 @@
 //! average of `LIMIT` bits. The flag only feeds the confidence maps (`mix:conf=1`): a context
 //! that has always been followed by the same bit is a stronger hint than its probability says.
 
+use std::io;
+
 use super::logistic::stretch;
 use super::slots::Slots;
 
@@ -69,20 +71,20 @@ pub struct Counter {
 
 impl CounterTable {
     /// A table of `2^bits` counters.
-    pub fn new(bits: u32) -> Self {
-        CounterTable {
-            slots: Slots::zeroed(1usize << bits),
+    pub fn new(bits: u32) -> io::Result<Self> {
+        Ok(CounterTable {
+            slots: Slots::zeroed(1usize << bits)?,
             bits,
             pair: false,
-        }
+        })
     }
 
     /// A two-way table of `2^bits` counters (see the field `pair`).
-    pub fn two_way(bits: u32) -> Self {
-        CounterTable {
+    pub fn two_way(bits: u32) -> io::Result<Self> {
+        Ok(CounterTable {
             pair: true,
-            ..Self::new(bits)
-        }
+            ..Self::new(bits)?
+        })
     }
 
     /// The slot of a two-way table holding `check` near `i`, or the one to claim for it.
@@ -222,7 +224,7 @@ mod tests {
 
     #[test]
     fn a_counter_learns_its_context_and_forgets_a_stranger() {
-        let mut t = CounterTable::new(10);
+        let mut t = CounterTable::new(10).unwrap();
         let ctx = with_partial(hash(42, 1), 1);
         assert_eq!(t.get(ctx), None);
         let mut last = 2048;
@@ -253,7 +255,7 @@ mod tests {
 
     #[test]
     fn a_counter_knows_whether_its_history_was_deterministic() {
-        let mut t = CounterTable::new(10);
+        let mut t = CounterTable::new(10).unwrap();
         let ctx = with_partial(hash(7, 2), 1);
         for _ in 0..5 {
             t.update(ctx, 0);
@@ -272,8 +274,8 @@ mod tests {
 
     #[test]
     fn a_two_way_table_keeps_two_contexts_that_share_a_slot() {
-        let mut one = CounterTable::new(10);
-        let mut two = CounterTable::two_way(10);
+        let mut one = CounterTable::new(10).unwrap();
+        let mut two = CounterTable::two_way(10).unwrap();
         let a = with_partial(hash(1, 3), 1);
         let (i, check) = one.locate(a);
         let b = (0u64..)

@@ -7,6 +7,8 @@
 //! bytes maps the hash of the last `MIN_LEN` bytes to the position after them. A match found
 //! through the index is verified against the window, so a hash collision costs nothing.
 
+use std::io;
+
 use super::counters::{CounterTable, hash, inputs};
 use super::logistic::stretch;
 
@@ -57,9 +59,9 @@ pub fn length_bucket(len: u32) -> u32 {
 }
 
 impl MatchModel {
-    pub fn new(window_bits: u32) -> Self {
+    pub fn new(window_bits: u32) -> io::Result<Self> {
         let ib = index_bits(window_bits);
-        MatchModel {
+        Ok(MatchModel {
             window: vec![0; 1usize << window_bits],
             window_mask: (1usize << window_bits) - 1,
             index: vec![0; 1usize << ib],
@@ -68,9 +70,9 @@ impl MatchModel {
             ptr: 0,
             len: 0,
             expected: None,
-            confidence: CounterTable::new(10),
+            confidence: CounterTable::new(10)?,
             conf_hash: 0,
-        }
+        })
     }
 
     /// The current match length (0: none).
@@ -183,7 +185,7 @@ mod tests {
 
     #[test]
     fn the_match_model_predicts_a_repeat_with_rising_confidence() {
-        let mut m = MatchModel::new(16);
+        let mut m = MatchModel::new(16).unwrap();
         let phrase = b"a phrase that comes back, word for word, every time. ";
         assert_eq!(pass(&mut m, phrase), 0, "nothing to match the first time");
         let second = pass(&mut m, phrase);
@@ -203,7 +205,7 @@ mod tests {
 
     #[test]
     fn a_broken_match_stops_predicting() {
-        let mut m = MatchModel::new(12);
+        let mut m = MatchModel::new(12).unwrap();
         pass(&mut m, b"0123456789abcdef");
         pass(&mut m, b"0123456789");
         assert!(m.match_len() > 0);

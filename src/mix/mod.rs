@@ -37,6 +37,8 @@ pub use spec::{
     KEYS, MATCH_BITS, MAX_MIX_BYTES, MAX_ORDERS, MixKey, MixSpec, RATE, TABLE_BITS, key, key_names,
 };
 
+use std::io;
+
 use apm::Apm;
 use counters::{Counter, CounterTable, Position, hash, inputs, with_partial};
 use logistic::{ST_MAX, stretch};
@@ -86,8 +88,9 @@ pub struct Stage {
 }
 
 impl Stage {
-    /// A stage of the given settings (which must be valid: see [`MixSpec::validate`]).
-    pub fn new(spec: &MixSpec) -> Self {
+    /// A stage of the given settings (which must be valid: see [`MixSpec::validate`]); an
+    /// error when the system will not map its tables.
+    pub fn new(spec: &MixSpec) -> io::Result<Self> {
         let bits = spec.table_bits();
         let n_inputs = spec.inputs();
         let mut init = vec![6 << 10; n_inputs];
@@ -101,14 +104,17 @@ impl Stage {
                     true => CounterTable::two_way(b),
                     false => CounterTable::new(b),
                 })
-                .collect(),
+                .collect::<io::Result<_>>()?,
             contexts: vec![0; bits.len()],
             slots: vec![Position::default(); bits.len()],
             confidence: match spec.conf {
                 true => bits.iter().map(|_| Apm::new(CONF_CONTEXTS, 6)).collect(),
                 false => Vec::new(),
             },
-            matcher: (spec.matcher > 0).then(|| MatchModel::new(spec.matcher)),
+            matcher: match spec.matcher {
+                0 => None,
+                bits => Some(MatchModel::new(bits)?),
+            },
             record: spec.record.then(RecordModel::new),
             mixer: {
                 let m = Mixer2::new(n_inputs, &spec.selector_sets(), spec.rate as i32, &init);
@@ -128,7 +134,7 @@ impl Stage {
             p: 2048,
         };
         stage.set_contexts();
-        stage
+        Ok(stage)
     }
 
     /// Takes the network's distribution of the next byte: `cdf[s]..cdf[s + 1]` is byte `s`'s
@@ -454,7 +460,7 @@ mod tests_support {
 
     /// Bits spent by a stage on `data` with a uniform network.
     pub fn cost(spec: &MixSpec, data: &[u8]) -> f64 {
-        let mut s = Stage::new(spec);
+        let mut s = Stage::new(spec).unwrap();
         let cdf = uniform();
         let mut bits = 0.0;
         for &b in data {
@@ -485,7 +491,7 @@ mod tests {
             sse: false,
             ..classic()
         };
-        let mut s = Stage::new(&spec);
+        let mut s = Stage::new(&spec).unwrap();
         // A network sure of byte 0x41: its bits come out confident from the start.
         let mut cdf = vec![0u32; 257];
         for b in 0..256usize {

@@ -5,6 +5,8 @@
 //! entries. Where the advice is not taken (another system, huge pages off), the tables work
 //! as before, only slower; no value depends on it.
 
+use std::io;
+
 use memmap2::MmapMut;
 
 /// Alignment that lets every 2 MiB stretch of a large table be one huge page.
@@ -17,12 +19,17 @@ pub struct Slots {
 }
 
 impl Slots {
-    /// `len` zero slots.
-    pub fn zeroed(len: usize) -> Self {
+    /// `len` zero slots; an error when the system will not map them (out of memory or
+    /// address space), so that a run ends with a message rather than a panic.
+    pub fn zeroed(len: usize) -> io::Result<Self> {
         let bytes = 4 * len;
         let pad = if bytes >= HUGE_PAGE { HUGE_PAGE } else { 0 };
-        let map = MmapMut::map_anon(bytes + pad)
-            .unwrap_or_else(|e| panic!("cannot map {} MiB for a context table: {e}", bytes >> 20));
+        let map = MmapMut::map_anon(bytes + pad).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot map {} MiB for a context table: {e}", bytes >> 20),
+            )
+        })?;
         let start = match pad {
             0 => 0,
             _ => (HUGE_PAGE - map.as_ptr() as usize % HUGE_PAGE) % HUGE_PAGE,
@@ -32,7 +39,7 @@ impl Slots {
             // Only advice: the table works the same without it.
             let _ = map.advise(memmap2::Advice::HugePage);
         }
-        Slots { map, start }
+        Ok(Slots { map, start })
     }
 
     /// The slot at `i` (`i < len`).
@@ -63,7 +70,7 @@ mod tests {
     #[test]
     fn slots_start_at_zero_and_keep_what_is_written() {
         for len in [1usize << 10, 1 << 20] {
-            let mut s = Slots::zeroed(len);
+            let mut s = Slots::zeroed(len).unwrap();
             assert!((0..len).step_by(997).all(|i| s.get(i) == 0));
             s.set(0, 7);
             s.set(len - 1, u32::MAX);
