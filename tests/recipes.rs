@@ -5,7 +5,7 @@ use lmzip::mix::MixSpec;
 use lmzip::model::{mamba1, rwkv7};
 use lmzip::params::Scope;
 use lmzip::recipe::{
-    Action, AdamSettings, Base, Body, LiveState, LrMul, MAX_BETA, MAX_LRMUL, ModelConfig,
+    Action, AdamSettings, Base, Body, Curve, LiveState, LrMul, MAX_BETA, MAX_LRMUL, ModelConfig,
     ModelKind, OptimizerKind, PERCENT_ONE, Part, Pos, RateSchedule, Recipe, Rule, Span, TrainSpec,
 };
 use proptest::prelude::*;
@@ -86,22 +86,44 @@ fn adam_and_rate() -> impl Strategy<Value = (AdamSettings, RateSchedule)> {
         between(0.0, 1.0),
         between(0.0, 4.0),
         between(0.0, 1.0),
+        curve(),
     )
-        .prop_map(|((beta1, beta2), eps, warm, warmup, decay, power, floor)| {
-            let adam = AdamSettings {
-                beta1,
-                beta2,
-                eps,
-                beta2_warmup: warm,
-            };
-            let rate = RateSchedule {
-                warmup,
-                decay,
-                power,
-                floor,
-            };
-            (adam, rate)
-        })
+        .prop_map(
+            |((beta1, beta2), eps, warm, warmup, decay, power, floor, curve)| {
+                let adam = AdamSettings {
+                    beta1,
+                    beta2,
+                    eps,
+                    beta2_warmup: warm,
+                };
+                let rate = RateSchedule {
+                    warmup,
+                    decay,
+                    power,
+                    floor,
+                    curve,
+                };
+                (adam, rate)
+            },
+        )
+}
+
+/// No curve, or up to eight points: steps increasing anywhere in u32, factors from 0 to 10.
+fn curve() -> impl Strategy<Value = Curve> {
+    prop_oneof![
+        Just(Curve::FLAT),
+        proptest::collection::btree_set(any::<u32>(), 1..=8).prop_flat_map(|steps| {
+            let n = steps.len();
+            proptest::collection::vec(between(0.0, 10.0), n..=n).prop_map(move |factors| {
+                let points: Vec<(u32, f32)> = steps.iter().copied().zip(factors).collect();
+                // Factors all 1 read back as no curve.
+                match points.iter().all(|&(_, f)| f == 1.0) {
+                    true => Curve::FLAT,
+                    false => Curve::through(&points).unwrap(),
+                }
+            })
+        }),
+    ]
 }
 
 fn action(groups: usize) -> impl Strategy<Value = Action> {

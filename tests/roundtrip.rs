@@ -277,6 +277,35 @@ fn multipliers_change_the_output_and_factors_of_one_do_not() {
     }
 }
 
+/// A piecewise-linear rate curve (`curve`), with Adam over segments then SGD (which it leaves
+/// alone: SGD steps take `lr` as given).
+const CURVE: &str = "0..2500:train(opt=adam,lr=0.003,bptt=8,curve=0*3+40*1+200*0.5) \
+    2500..:train(opt=sgd,lr=0.05,curve=0*2)";
+
+#[test]
+fn both_models_round_trip_with_a_rate_curve_and_a_flat_one_changes_nothing() {
+    let data = text(4000);
+    let rule = "0..:train(opt=adam,lr=0.003,bptt=8";
+    for kind in [ModelKind::Mamba1, ModelKind::Rwkv7] {
+        let recipe = tiny_with(kind, CURVE);
+        assert!(
+            recipe.to_text().contains(",curve=0*3+40*1+200*0.5)"),
+            "{}",
+            recipe.to_text()
+        );
+        for (name, data) in [("text", text(4000)), ("short", text(650))] {
+            assert_round_trip(&recipe, name, &data);
+        }
+        let packed = |extra: &str| {
+            compress_bytes(&tiny_with(kind, &format!("{rule}{extra})")), &data).unwrap()
+        };
+        let plain = packed("");
+        assert_eq!(packed(",curve=1"), plain);
+        assert_eq!(packed(",curve=0*1+100*1"), plain);
+        assert_ne!(packed(",curve=0*2+100*1"), plain);
+    }
+}
+
 /// The multipliers pinned like the other modes.
 #[test]
 fn golden_learning_rate_multipliers() {

@@ -33,7 +33,7 @@ use crate::mix::MixSpec;
 
 pub use crate::model::{MAX_DIM, MAX_PARAMS, ModelConfig, ModelKind};
 pub use crate::train::optim::{AdamSettings, LrMul, OptimizerKind};
-pub use crate::train::rate::RateSchedule;
+pub use crate::train::rate::{Curve, RateSchedule};
 pub use crate::train::tbptt::LiveState;
 
 pub use memory::working_floats;

@@ -4,7 +4,7 @@
 use super::*;
 use crate::params::Scope;
 use crate::train::optim::AdamSettings;
-use crate::train::rate::RateSchedule;
+use crate::train::rate::{Curve, RateSchedule};
 
 #[test]
 fn the_mix_item_parses_prints_and_edits() {
@@ -226,7 +226,7 @@ fn the_train_key_table_gives_defaults_order_and_messages() {
     assert_eq!(
         err.message,
         "train has no key 'bppt' (keys: scope, opt, lr, stride, bptt, clip, state, b1, b2, eps, \
-         b2warm, warmup, decay, power, floor, bptt0, grow, lrmul)"
+         b2warm, warmup, decay, power, floor, curve, bptt0, grow, lrmul)"
     );
     let stored = mamba().to_text().replace(",lr=0.001", "");
     let err = Recipe::parse(&stored).unwrap_err();
@@ -259,6 +259,7 @@ fn optimizer_and_rate_keys_read_print_and_keep_old_texts() {
         decay: 4e-4,
         power: 0.75,
         floor: 0.3,
+        curve: Curve::FLAT,
     };
     assert_eq!((t.adam, t.rate, t.bptt0, t.grow), (adam, rate, 4, 20));
     let text = r.to_text();
@@ -626,6 +627,65 @@ fn lrmul_reads_prints_in_group_order_and_keeps_old_texts() {
                 .to_text()
                 .replace(",bptt0=4)", ",bptt0=4,lrmul=head*2)")
         );
+    }
+}
+
+#[test]
+fn curve_reads_prints_stores_and_keeps_old_texts() {
+    let level = crate::levels::default_recipe(ModelKind::Mamba1);
+    let r = level
+        .edit_from_level("0..:train(curve=0*2+5000*1.0+20000*0.25)", None)
+        .unwrap();
+    let Some(Action::Train(t)) = r.actions().next().cloned() else {
+        panic!("a train action")
+    };
+    let points: Vec<(u32, f32)> = t.rate.curve.points().collect();
+    assert_eq!(points, [(0, 2.0), (5000, 1.0), (20000, 0.25)]);
+    let text = r.to_text();
+    assert!(
+        text.contains(",floor=0.3,curve=0*2+5000*1+20000*0.25,bptt0=4)"),
+        "{text}"
+    );
+    let back = Recipe::parse(&text).unwrap();
+    assert_eq!(back, r);
+    assert_eq!(back.to_text(), text);
+    // `curve=1`, or points all at 1, is no curve: the level's own text, with no `curve` in it.
+    for flat in ["1", "0*1", "10*1+500*1"] {
+        let same = level
+            .edit_from_level(&format!("0..:train(curve={flat})"), None)
+            .unwrap();
+        assert_eq!(same, level, "{flat}");
+        assert!(!same.to_text().contains("curve"));
+    }
+}
+
+#[test]
+fn curve_errors_name_the_problem_and_point_at_the_value() {
+    for (value, message) in [
+        ("0*2+0*1", "curve steps must increase (0 after 0)"),
+        ("9*2+3*1", "curve steps must increase (3 after 9)"),
+        (
+            "0*10.5",
+            "curve point 0*10.5: the factor is out of range (0..=10)",
+        ),
+        (
+            "0*-1",
+            "curve point 0*-1: the factor is out of range (0..=10)",
+        ),
+        (
+            "2",
+            "curve is STEP*FACTOR points joined by + (like 0*2+5000*1), steps increasing, or 1",
+        ),
+        (
+            "1*1+2*1+3*1+4*1+5*1+6*1+7*1+8*1+9*1",
+            "a curve has at most 8 points",
+        ),
+    ] {
+        let err = crate::levels::default_recipe(ModelKind::Mamba1)
+            .edit_from_level(&format!("0..:train(curve={value})"), None)
+            .unwrap_err();
+        assert_eq!(err.message, message, "{value}");
+        assert_eq!(&err.text[err.at..err.at + err.len], value);
     }
 }
 

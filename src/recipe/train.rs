@@ -9,7 +9,7 @@ use anyhow::{Result, bail};
 use super::{LiveState, ModelKind, OptimizerKind};
 use crate::params::Scope;
 use crate::train::optim::{AdamSettings, LrMul};
-use crate::train::rate::RateSchedule;
+use crate::train::rate::{Curve, MAX_KNOTS, RateSchedule};
 use crate::train::tbptt::grown_window;
 use crate::train::trained_groups;
 
@@ -80,7 +80,7 @@ pub struct TrainKey {
 }
 
 /// The keys of `train(...)` in canonical order.
-pub static TRAIN_KEYS: [TrainKey; 18] = [
+pub static TRAIN_KEYS: [TrainKey; 19] = [
     TrainKey {
         name: "scope",
         read: |t, v, kind| {
@@ -275,6 +275,17 @@ pub static TRAIN_KEYS: [TrainKey; 18] = [
         implicit: Some("0"),
     },
     TrainKey {
+        name: "curve",
+        read: |t, v, _| {
+            t.rate.curve = read_curve(v)?;
+            Ok(())
+        },
+        print: |t, _| print_curve(&t.rate.curve),
+        check: check_curve,
+        default: "1",
+        implicit: Some("1"),
+    },
+    TrainKey {
         name: "bptt0",
         read: |t, v, _| {
             t.bptt0 = whole(v, "bptt0")?;
@@ -346,6 +357,73 @@ fn check_growth(t: &TrainSpec, _: ModelKind) -> Result<(), String> {
             t.bptt0
         )),
     }
+}
+
+/// The form of `curve`.
+const CURVE_FORM: &str =
+    "curve is STEP*FACTOR points joined by + (like 0*2+5000*1), steps increasing, or 1";
+
+/// Largest factor of a `curve` point.
+pub const MAX_CURVE_FACTOR: f32 = 10.0;
+
+/// `STEP*FACTOR` points joined by `+` (`0*2+5000*1`), or `1`: no curve, as are points whose
+/// factors are all 1. The form only; the order of the steps and the factors' bounds are
+/// [`check_curve`]'s.
+fn read_curve(value: &str) -> Result<Curve, String> {
+    if value == "1" {
+        return Ok(Curve::FLAT);
+    }
+    let mut points = Vec::new();
+    for term in value.split('+') {
+        let Some((step, factor)) = term.split_once('*') else {
+            return Err(CURVE_FORM.into());
+        };
+        let step = step
+            .parse::<u32>()
+            .map_err(|_| format!("a curve point's step is a whole number below 2^32 ('{step}')"))?;
+        let f = decimal(factor, "a curve point's factor")?;
+        // -0 reads as 0, so that every factor has one text.
+        points.push((step, if f == 0.0 { 0.0 } else { f }));
+    }
+    if points.len() > MAX_KNOTS {
+        return Err(format!("a curve has at most {MAX_KNOTS} points"));
+    }
+    // Factors all 1 are no curve, so that they have one text (and the old files' meaning).
+    match points.iter().all(|&(_, f)| f == 1.0) {
+        true => Ok(Curve::FLAT),
+        false => Ok(Curve::through(&points).expect("at most MAX_KNOTS points")),
+    }
+}
+
+/// The canonical text of `curve`: its points, or `1` for none.
+fn print_curve(curve: &Curve) -> String {
+    match curve.is_flat() {
+        true => "1".into(),
+        false => {
+            let terms: Vec<String> = curve.points().map(|(s, f)| format!("{s}*{f}")).collect();
+            terms.join("+")
+        }
+    }
+}
+
+/// Steps strictly increasing, factors within `0..=`[`MAX_CURVE_FACTOR`].
+fn check_curve(t: &TrainSpec, _: ModelKind) -> Result<(), String> {
+    let mut last: Option<u32> = None;
+    for (step, f) in t.rate.curve.points() {
+        if !(0.0..=MAX_CURVE_FACTOR).contains(&f) {
+            return Err(format!(
+                "curve point {step}*{f}: the factor is out of range (0..={MAX_CURVE_FACTOR})"
+            ));
+        }
+        if last.is_some_and(|l| step <= l) {
+            return Err(format!(
+                "curve steps must increase ({step} after {})",
+                last.unwrap()
+            ));
+        }
+        last = Some(step);
+    }
+    Ok(())
 }
 
 /// The form of `lrmul`.

@@ -479,6 +479,7 @@ mod tests {
                 decay: 0.1,
                 power: 0.5,
                 floor: 0.0,
+                curve: crate::train::rate::Curve::FLAT,
             },
             ..adam_hyper()
         };
