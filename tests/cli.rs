@@ -725,7 +725,12 @@ fn levels_and_recipes_are_stored_and_decode_without_flags() {
         ),
         (
             &["-9", "--hidden", "16", "--layers", "1", "l"],
-            &["hidden=16", "bptt=16", "lr=0.001,", "bptt0=4"],
+            &[
+                "hidden=16",
+                "bptt=16",
+                "lr=0.0007,",
+                "bptt0=4,lrmul=embed*4+head*4+bias*4",
+            ],
         ),
         (
             &[

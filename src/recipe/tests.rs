@@ -76,8 +76,8 @@ fn canonical_text_of_a_level_recipe() {
         r.to_text(),
         "mamba1 cfg:hidden=128,layers=3,intermediate=256,state=16,conv=4,dt_rank=8,seed=0 \
          mix:orders=6,word=1,sparse=1,match=22,sse=1,table=22,rate=3,conf=1,pword=1,select=1,record=1,ext=31 \
-         0..:train(scope=all,opt=adam,lr=0.001,stride=16,bptt=16,clip=0,state=carry,b1=0,b2=0.9995,\
-         eps=1e-6,b2warm=1,decay=0.0004,floor=0.3,bptt0=4)"
+         0..:train(scope=all,opt=adam,lr=0.0007,stride=16,bptt=16,clip=0,state=carry,b1=0,b2=0.9995,\
+         eps=1e-6,b2warm=1,decay=0.0004,floor=0.3,bptt0=4,lrmul=embed*4+head*4+bias*4)"
     );
     assert_eq!(Recipe::parse(&r.to_text()).unwrap(), r);
 }
@@ -107,8 +107,9 @@ fn fragments_edit_the_template() {
     let from_level = mamba().edit_from_level("0..:train(opt=sgd)", None).unwrap();
     assert!(
         from_level.to_text().ends_with(
-            "0..:train(scope=all,opt=sgd,lr=0.001,stride=16,bptt=16,clip=0,state=carry,b1=0,\
-                        b2=0.9995,eps=1e-6,b2warm=1,decay=0.0004,floor=0.3,bptt0=4)"
+            "0..:train(scope=all,opt=sgd,lr=0.0007,stride=16,bptt=16,clip=0,state=carry,b1=0,\
+                        b2=0.9995,eps=1e-6,b2warm=1,decay=0.0004,floor=0.3,bptt0=4,\
+                        lrmul=embed*4+head*4+bias*4)"
         ),
         "{}",
         from_level.to_text()
@@ -228,7 +229,7 @@ fn the_train_key_table_gives_defaults_order_and_messages() {
         "train has no key 'bppt' (keys: scope, opt, lr, stride, bptt, clip, state, b1, b2, eps, \
          b2warm, warmup, decay, power, floor, curve, bptt0, grow, lrmul)"
     );
-    let stored = mamba().to_text().replace(",lr=0.001", "");
+    let stored = mamba().to_text().replace(",lr=0.0007", "");
     let err = Recipe::parse(&stored).unwrap_err();
     assert_eq!(
         err.message,
