@@ -50,7 +50,9 @@ pub use train::{
 /// can outgrow the parameters.
 pub const MAX_WORKING_BYTES: usize = 2 << 30;
 
-/// What happens to the bytes of a span.
+/// What happens to the bytes of a span. (A recipe holds a handful of actions, read once per
+/// piece of the schedule, so `Train` stays inline rather than boxed.)
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
     /// The model only predicts.
