@@ -158,11 +158,11 @@ fn golden_training(kind: ModelKind) -> &'static str {
     match kind {
         ModelKind::Mamba1 => {
             "cfg:state=16 mix:off 0..:train(state=rebuild,b1=0.9,b2=0.999,\
-                              eps=1e-8,b2warm=0,warmup=0,decay=0,floor=0,bptt0=0)"
+             eps=1e-8,b2warm=0,warmup=0,decay=0,floor=0,bptt0=0)"
         }
         ModelKind::Rwkv7 => {
             "mix:off 0..:train(state=rebuild,b1=0.9,b2=0.999,eps=1e-8,b2warm=0,\
-                             warmup=0,decay=0,floor=0,bptt0=0)"
+             warmup=0,decay=0,floor=0,bptt0=0)"
         }
     }
 }
