@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks that a file decodes on any build, SIMD path and thread count (docs/determinism.md):
 # builds lmzip three ways — default flags, -C target-cpu=x86-64-v3 and -C target-cpu=native —
-# and runs each build with every kernel path this CPU has (LMZIP_SIMD=portable, avx2) on one
+# and runs each build with every kernel path this CPU has (LMZIP_SIMD=portable, avx2, avx512) on one
 # thread, and the default build with each path on more (-T, every kernel split however small:
 # LMZIP_THREAD_MIN_WORK=1), compresses a set of inputs
 # with each model and training schedule on every build and path, requires the compressed bytes
@@ -13,7 +13,7 @@
 #                    file and XML); without any, generated English-like text and binary records,
 #                    so the check needs nothing beside the repository
 #   PREFIX=N         bytes taken from each file (default 8192)
-#   SIMD_PATHS       the LMZIP_SIMD values to try (default "portable avx2"); a path this CPU
+#   SIMD_PATHS       the LMZIP_SIMD values to try (default "portable avx2 avx512"); a path this CPU
 #                    lacks is left out, and said so
 #   THREADS          the thread counts above 1 the default build also runs with (default "2";
 #                    empty: one thread only)
@@ -98,7 +98,7 @@ run_labels=()
 run_bins=()
 run_simd=()
 run_threads=()
-for path in ${SIMD_PATHS:-portable avx2}; do
+for path in ${SIMD_PATHS:-portable avx2 avx512}; do
     # A path this CPU lacks makes lmzip exit with a usage error before any work.
     if ! printf 'x' | LMZIP_SIMD=$path "${bins[${runnable[0]}]}" compress -q -c --hidden 16 \
         --layers 1 >/dev/null 2>&1; then

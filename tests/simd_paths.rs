@@ -35,10 +35,19 @@ const CASES: [(&str, &str); 2] = [
 fn every_path_writes_the_same_bytes_and_decodes_the_others() {
     let paths = SimdPath::available();
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        assert!(
-            paths.contains(&SimdPath::Avx2),
-            "AVX2 is detected but not offered"
+    for (feature, path) in [
+        (std::arch::is_x86_feature_detected!("avx2"), SimdPath::Avx2),
+        (
+            std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx2"),
+            SimdPath::Avx512,
+        ),
+    ] {
+        assert_eq!(
+            paths.contains(&path),
+            feature,
+            "{} is offered exactly where the CPU has it",
+            path.name()
         );
     }
     let mut input = text(2500);
@@ -77,7 +86,7 @@ fn auto_is_the_default_and_a_bad_value_is_a_usage_error() {
     let out = lmzip("avx9", &tiny, &input);
     assert_usage_error(&out, "lmzip: LMZIP_SIMD=\"avx9\" is not a SIMD path");
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("portable, avx2"),
+        String::from_utf8_lossy(&out.stderr).contains("portable, avx2, avx512"),
         "the paths are listed"
     );
     for p in SimdPath::ALL.into_iter().filter(|p| !p.is_available()) {

@@ -3,24 +3,32 @@
 //! flags. Only AVX and AVX2 instructions: no FMA (the `fma` feature is not enabled, and Rust
 //! never contracts a multiply and an add by itself), so the bits are the portable path's.
 //!
-//! Soundness: the lane type [`M256`] is private to this module and only the entry points (which
-//! carry the target feature) instantiate the algorithms with it; [`super::Kernels`] calls them
+//! Soundness: the lane type [`M256`] is private to the kernels, and only entry points that carry
+//! the target feature (these, and [`super::avx512`]'s, whose `avx512f` implies AVX2) instantiate
+//! the algorithms with it; [`super::Kernels`] calls them
 //! only for a path that [`super::SimdPath::is_available`] confirmed on this CPU.
 
 use std::arch::x86_64::*;
 
 use super::LANES;
 use super::math::ROUND_MAGIC_BITS;
-use super::simd::Lanes8;
+use super::simd::Lanes;
 
 /// Eight lanes in one AVX register.
 #[derive(Clone, Copy)]
 pub(super) struct M256(__m256);
 
+impl From<__m256> for M256 {
+    #[inline(always)]
+    fn from(v: __m256) -> Self {
+        M256(v)
+    }
+}
+
 // SAFETY (every `unsafe` block below): the intrinsics need AVX/AVX2, which the entry points
 // enable and the dispatcher checks at run time (module doc); loads and stores go through
 // references to arrays of exactly eight floats.
-impl Lanes8 for M256 {
+impl Lanes<LANES> for M256 {
     #[inline(always)]
     fn load(c: &[f32; LANES]) -> Self {
         M256(unsafe { _mm256_loadu_ps(c.as_ptr()) })
@@ -88,5 +96,7 @@ impl Lanes8 for M256 {
     }
 }
 
+dots_in_eight_lanes!(M256);
+
 // The entry points of the path, each one algorithm of `simd` over `M256`.
-entry_points!(M256, #[target_feature(enable = "avx2")]);
+entry_points!(narrow: M256, wide: M256 = 8, #[target_feature(enable = "avx2")]);

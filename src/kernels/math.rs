@@ -3,7 +3,7 @@
 //!
 //! `std`'s `exp`/`ln` call the platform libm and `wide`'s polynomials fuse multiply-adds when FMA
 //! is enabled; neither may touch a value that the coder sees. [`exp`] and its eight-lane form
-//! (`super::simd::exp8`, every SIMD path's) are one algorithm written twice, with the same
+//! (`super::simd::exp_lanes`, every SIMD path's at every width) are one algorithm written twice, with the same
 //! operations in the same order; the rest are composed from them, and the logarithm comes from
 //! the pure-Rust `libm` crate.
 
@@ -47,10 +47,10 @@ pub fn exp(x: f32) -> f32 {
 }
 
 /// Eight lanes of [`exp`], the same operations in the same order (the portable path's form of
-/// `super::simd::exp8`).
+/// `super::simd::exp_lanes`).
 #[inline(always)]
 pub fn exp_x8(x: f32x8) -> f32x8 {
-    super::simd::exp8(x)
+    super::simd::exp_lanes::<{ super::LANES }, f32x8>(x)
 }
 
 /// Logistic sigmoid `1 / (1 + e^-x)`.

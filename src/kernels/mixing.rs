@@ -1,25 +1,28 @@
 //! The mixing stage's two integer loops, run per weight set for every bit (src/mix/mixer.rs):
 //! their results do not depend on the order of the additions, so a vectorised copy computes
 //! exactly the same. The baseline x86-64 build has no signed 64-bit vector multiply, and left
-//! alone they ran one input at a time; where the kernels run their AVX2 path (`LMZIP_SIMD`,
-//! [`super::dispatch`]), the same code compiled for AVX2 runs instead, so forcing the portable
-//! path runs the portable twin.
+//! alone they ran one input at a time; where the kernels run their AVX2 or AVX-512 path
+//! (`LMZIP_SIMD`, [`super::dispatch`]), the same code compiled for that path runs instead, so
+//! forcing the portable path runs the portable twin.
 
-/// Whether the kernels' AVX2 path is in force (it is only ever chosen where the CPU has it).
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn uses_avx2() -> bool {
-    super::dispatch::active() == super::SimdPath::Avx2
+/// Calls the loop `$f` compiled for the kernels' path in force (`LMZIP_SIMD`,
+/// [`super::dispatch`]), or evaluates `$plain` on the portable path.
+macro_rules! on_active_path {
+    ($f:ident($($arg:expr),*), $plain:expr) => {{
+        #[cfg(target_arch = "x86_64")]
+        match super::dispatch::active() {
+            // SAFETY: a path is only ever chosen on a CPU that has its features.
+            super::SimdPath::Avx2 => return unsafe { avx2::$f($($arg),*) },
+            super::SimdPath::Avx512 => return unsafe { avx512::$f($($arg),*) },
+            super::SimdPath::Portable => {}
+        }
+        $plain
+    }};
 }
 
 /// `Σ x[i] · w[i]` (no overflow: |x| < 2^11, |w| ≤ 2^22, a few hundred inputs at most).
 pub fn dot(x: &[i32], w: &[i32]) -> i64 {
-    #[cfg(target_arch = "x86_64")]
-    if uses_avx2() {
-        // SAFETY: the AVX2 path is only chosen on a CPU that has AVX2.
-        return unsafe { avx2::dot(x, w) };
-    }
-    dot_body(x, w)
+    on_active_path!(dot(x, w), dot_body(x, w))
 }
 
 /// One gradient step: `w[i] += x[i] · scaled / 2^14` (rounded down), within `±limit`
@@ -32,19 +35,12 @@ pub fn train(x: &[i32], w: &mut [i32], scaled: i64, limit: i32) {
     let narrow = i32::try_from(scaled)
         .ok()
         .filter(|s| s.unsigned_abs() <= (i32::MAX / 2048) as u32);
-    #[cfg(target_arch = "x86_64")]
-    if uses_avx2() {
-        // SAFETY: the AVX2 path is only chosen on a CPU that has AVX2.
-        return unsafe {
-            match narrow {
-                Some(s) => avx2::train_narrow(x, w, s, limit),
-                None => avx2::train(x, w, scaled, limit),
-            }
-        };
-    }
     match narrow {
-        Some(s) => train_narrow_body(x, w, s, limit),
-        None => train_body(x, w, scaled, limit),
+        Some(s) => on_active_path!(
+            train_narrow(x, w, s, limit),
+            train_narrow_body(x, w, s, limit)
+        ),
+        None => on_active_path!(train(x, w, scaled, limit), train_body(x, w, scaled, limit)),
     }
 }
 
@@ -74,24 +70,31 @@ fn train_narrow_body(x: &[i32], w: &mut [i32], scaled: i32, limit: i32) {
     }
 }
 
-/// The same loops compiled for AVX2.
-#[cfg(target_arch = "x86_64")]
-mod avx2 {
-    #[target_feature(enable = "avx2")]
-    pub(super) fn dot(x: &[i32], w: &[i32]) -> i64 {
-        super::dot_body(x, w)
-    }
+/// Defines a module of the same loops compiled for a target feature.
+macro_rules! loops_compiled_for {
+    ($module:ident, $feature:literal) => {
+        #[cfg(target_arch = "x86_64")]
+        mod $module {
+            #[target_feature(enable = $feature)]
+            pub(super) fn dot(x: &[i32], w: &[i32]) -> i64 {
+                super::dot_body(x, w)
+            }
 
-    #[target_feature(enable = "avx2")]
-    pub(super) fn train(x: &[i32], w: &mut [i32], scaled: i64, limit: i32) {
-        super::train_body(x, w, scaled, limit)
-    }
+            #[target_feature(enable = $feature)]
+            pub(super) fn train(x: &[i32], w: &mut [i32], scaled: i64, limit: i32) {
+                super::train_body(x, w, scaled, limit)
+            }
 
-    #[target_feature(enable = "avx2")]
-    pub(super) fn train_narrow(x: &[i32], w: &mut [i32], scaled: i32, limit: i32) {
-        super::train_narrow_body(x, w, scaled, limit)
-    }
+            #[target_feature(enable = $feature)]
+            pub(super) fn train_narrow(x: &[i32], w: &mut [i32], scaled: i32, limit: i32) {
+                super::train_narrow_body(x, w, scaled, limit)
+            }
+        }
+    };
 }
+
+loops_compiled_for!(avx2, "avx2");
+loops_compiled_for!(avx512, "avx512f");
 
 #[cfg(test)]
 mod tests {

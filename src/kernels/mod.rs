@@ -13,6 +13,7 @@
 //! |---|---|---|
 //! | `portable` | [`SimdPath::Portable`] | `wide::f32x8`, whatever the build targets |
 //! | `avx2` | [`SimdPath::Avx2`] | one `__m256`, `#[target_feature(enable = "avx2")]`, no FMA |
+//! | `avx512` | [`SimdPath::Avx512`] | one `__m512` (two eight-lane accumulators in the sums), `#[target_feature(enable = "avx512f")]`, no FMA |
 //! | [`scalar`] | (tests only) | plain loops that spell out each order: the twins |
 //!
 //! The path is chosen once per process by CPU detection, or forced with `LMZIP_SIMD`
@@ -43,6 +44,8 @@
 mod simd;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 pub mod dispatch;
 pub mod math;
 pub mod mixing;
@@ -99,8 +102,13 @@ macro_rules! on_path {
             // SAFETY: a handle holds the AVX2 path only when this CPU has AVX2.
             #[cfg(target_arch = "x86_64")]
             SimdPath::Avx2 => unsafe { avx2::$f($($arg),*) },
+            // SAFETY: a handle holds the AVX-512 path only when this CPU has AVX-512F.
+            #[cfg(target_arch = "x86_64")]
+            SimdPath::Avx512 => unsafe { avx512::$f($($arg),*) },
             #[cfg(not(target_arch = "x86_64"))]
-            SimdPath::Avx2 => unreachable!("AVX2 is never available off x86-64"),
+            SimdPath::Avx2 | SimdPath::Avx512 => {
+                unreachable!("AVX2 and AVX-512 are never available off x86-64")
+            }
         }
     };
 }
@@ -463,13 +471,20 @@ mod tests {
             .collect()
     }
 
-    /// Every path this CPU has; on an x86-64 CPU with AVX2 that includes the AVX2 path, so the
-    /// tests below compare it too.
+    /// Every path this CPU has; on an x86-64 CPU with AVX2 (AVX-512F) that includes the AVX2
+    /// (AVX-512) path, so the tests below compare it too.
     fn paths() -> Vec<Kernels> {
         let all = Kernels::all_available();
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
-            assert!(all.iter().any(|k| k.path() == SimdPath::Avx2));
+        for (feature, path) in [
+            (std::arch::is_x86_feature_detected!("avx2"), SimdPath::Avx2),
+            (
+                std::arch::is_x86_feature_detected!("avx512f")
+                    && std::arch::is_x86_feature_detected!("avx2"),
+                SimdPath::Avx512,
+            ),
+        ] {
+            assert_eq!(all.iter().any(|k| k.path() == path), feature);
         }
         all
     }
@@ -704,7 +719,8 @@ mod tests {
     }
 
     /// A segment's linear backward on every path equals its twin: rows not a multiple of four,
-    /// widths around the register blocks (8 and 64 columns), zero coefficients that break the
+    /// widths around the register blocks (8 and 64 columns; 16 to 128 on the 16-lane path, and
+    /// 245 = 15 blocks of 16 and five more, every group size), zero coefficients that break the
     /// four-row passes, −0, infinities and NaN.
     #[test]
     fn linear_backward_steps_matches_its_twin() {
@@ -718,7 +734,7 @@ mod tests {
         ];
         let shapes = shapes
             .into_iter()
-            .chain([(13, 130, 9), (3, 200, 2), (4, 9, 0)]);
+            .chain([(13, 130, 9), (3, 200, 2), (3, 245, 3), (4, 9, 0)]);
         for k in paths() {
             for (rows, cols, n) in shapes.clone() {
                 let mut w = data(rows * cols, 60);

@@ -6,9 +6,9 @@ use wide::{f32x8, i32x8};
 
 use super::LANES;
 use super::math::ROUND_MAGIC_BITS;
-use super::simd::Lanes8;
+use super::simd::Lanes;
 
-impl Lanes8 for f32x8 {
+impl Lanes<LANES> for f32x8 {
     #[inline(always)]
     fn load(c: &[f32; LANES]) -> Self {
         f32x8::from(*c)
@@ -65,5 +65,7 @@ impl Lanes8 for f32x8 {
     }
 }
 
+dots_in_eight_lanes!(f32x8);
+
 // The entry points of the path, each one algorithm of `simd` over `f32x8`.
-entry_points!(f32x8, #[inline]);
+entry_points!(narrow: f32x8, wide: f32x8 = 8, #[inline]);

@@ -13,7 +13,7 @@
 //! ([`super::scalar::scan_forward`], [`super::scalar::scan_backward`]) spell this out.
 
 use super::math::exp;
-use super::simd::{Lanes8, dot, exp8};
+use super::simd::{Lanes8, dot, exp_lanes};
 use super::{LANES, dot_in_order};
 
 /// What the scan of one byte reads besides the state: per channel `u`, `Δ`, `D` and the rows
@@ -76,7 +76,7 @@ pub(super) fn forward<V: Lanes8>(
         let (da8, da_tail) = da.as_chunks_mut::<LANES>();
         let (a8, a_tail) = a.as_chunks::<LANES>();
         for (((sc, dac), ac), bc) in s8.iter_mut().zip(da8).zip(a8).zip(b8) {
-            let dav = exp8(dtv.mul(V::load(ac)));
+            let dav = exp_lanes::<LANES, V>(dtv.mul(V::load(ac)));
             dav.store(dac);
             V::load(sc).mul(dav).add(u_dtv.mul(V::load(bc))).store(sc);
         }

@@ -1,5 +1,6 @@
-//! The eight-lane algorithms, written once over [`Lanes8`] and instantiated by each SIMD path
-//! ([`super::portable`] with `wide::f32x8`, [`super::avx2`] with `__m256`).
+//! The kernels' algorithms, written once over a lane type ([`Lanes`]) and instantiated by each
+//! SIMD path ([`super::portable`] with `wide::f32x8`, [`super::avx2`] with `__m256`,
+//! [`super::avx512`] with `__m512` for element-wise work and `__m256` for the eight-lane sums).
 //!
 //! This is what keeps the paths bit-identical by construction: a path supplies only the
 //! lane-wise operations (each one IEEE 754 operation per lane, or a bit operation), and every
@@ -14,17 +15,19 @@ use super::math::{
 use super::{AdamCoefs, LANES, fold_lanes};
 
 /// Defines a path's entry points — the functions [`super::Kernels`] dispatches to — as the
-/// algorithms of this module over the path's lane type `$V`, each with the attributes given
-/// (`#[target_feature]` for a path that needs CPU features).
+/// algorithms of this module over the path's lane types: `narrow`, eight lanes, for the scan's
+/// state rows; `wide`, of `$N` lanes, for the element-wise work and (through [`Dots`]) the dot
+/// products; each entry point with the attributes given (`#[target_feature]` for a path that
+/// needs CPU features).
 macro_rules! entry_points {
-    ($V:ty, $(#[$attr:meta])*) => {
+    (narrow: $V:ty, wide: $W:ty = $N:literal, $(#[$attr:meta])*) => {
         $(#[$attr])*
         pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
-            super::simd::dot::<$V>(a, b)
+            <$W as super::simd::Dots>::dot(a, b)
         }
         $(#[$attr])*
         pub(super) fn gemv(w: &[f32], x: &[f32], y: &mut [f32], rows: usize, cols: usize) {
-            super::simd::gemv::<$V>(w, x, y, rows, cols)
+            super::simd::gemv::<$W>(w, x, y, rows, cols)
         }
         $(#[$attr])*
         pub(super) fn gemv_steps(
@@ -33,11 +36,11 @@ macro_rules! entry_points {
             y: (&mut [f32], usize),
             dims: (usize, usize),
         ) {
-            super::simd::gemv_steps::<$V>(w, x, y, dims)
+            super::simd::gemv_steps::<$W>(w, x, y, dims)
         }
         $(#[$attr])*
         pub(super) fn gemv_t_acc(w: &[f32], g: &[f32], out: &mut [f32], rows: usize, cols: usize) {
-            super::simd::gemv_t_acc::<$V>(w, g, out, rows, cols)
+            super::simd::gemv_t_acc::<$N, $W>(w, g, out, rows, cols)
         }
         $(#[$attr])*
         pub(super) fn linear_backward_acc(
@@ -49,15 +52,15 @@ macro_rules! entry_points {
             rows: usize,
             cols: usize,
         ) {
-            super::simd::linear_backward_acc::<$V>(w, g, x, g_x, g_w, rows, cols)
+            super::simd::linear_backward_acc::<$N, $W>(w, g, x, g_x, g_w, rows, cols)
         }
         $(#[$attr])*
         pub(super) fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
-            super::simd::axpy::<$V>(y, a, x)
+            super::simd::axpy::<$N, $W>(y, a, x)
         }
         $(#[$attr])*
         pub(super) fn add_outer(dst: &mut [f32], rows: usize, cols: usize, left: &[f32], right: &[f32]) {
-            super::simd::add_outer::<$V>(dst, rows, cols, left, right)
+            super::simd::add_outer::<$N, $W>(dst, rows, cols, left, right)
         }
         $(#[$attr])*
         pub(super) fn add_assign(y: &mut [f32], x: &[f32]) {
@@ -65,19 +68,19 @@ macro_rules! entry_points {
         }
         $(#[$attr])*
         pub(super) fn exp_into(x: &[f32], out: &mut [f32]) {
-            super::simd::exp_into::<$V>(x, out)
+            super::simd::exp_into::<$N, $W>(x, out)
         }
         $(#[$attr])*
         pub(super) fn exp_scaled_into(a: f32, x: &[f32], out: &mut [f32]) {
-            super::simd::exp_scaled_into::<$V>(a, x, out)
+            super::simd::exp_scaled_into::<$N, $W>(a, x, out)
         }
         $(#[$attr])*
         pub(super) fn sigmoid_into(x: &[f32], out: &mut [f32]) {
-            super::simd::sigmoid_into::<$V>(x, out)
+            super::simd::sigmoid_into::<$N, $W>(x, out)
         }
         $(#[$attr])*
         pub(super) fn silu_into(x: &[f32], out: &mut [f32], sig: &mut [f32]) {
-            super::simd::silu_into::<$V>(x, out, sig)
+            super::simd::silu_into::<$N, $W>(x, out, sig)
         }
         $(#[$attr])*
         pub(super) fn linear_backward_steps(
@@ -88,7 +91,7 @@ macro_rules! entry_points {
             g_w: Option<&mut [f32]>,
             (rows, cols): (usize, usize),
         ) {
-            super::simd::linear_backward_steps::<$V>(w, x, g, (g_x, gx_stride), g_w, (rows, cols))
+            super::simd::linear_backward_steps::<$N, $W>(w, x, g, (g_x, gx_stride), g_w, (rows, cols))
         }
         $(#[$attr])*
         pub(super) fn weight_grad_steps(
@@ -97,7 +100,7 @@ macro_rules! entry_points {
             g_w: &mut [f32],
             cols: usize,
         ) {
-            super::simd::weight_grad_steps::<$V>(x, g, g_w, cols)
+            super::simd::weight_grad_steps::<$N, $W>(x, g, g_w, cols)
         }
         $(#[$attr])*
         pub(super) fn input_grad_steps(
@@ -107,7 +110,7 @@ macro_rules! entry_points {
             n: usize,
             dims: (usize, usize),
         ) {
-            super::simd::input_grad_steps::<$V>(w, g, g_x, n, dims)
+            super::simd::input_grad_steps::<$N, $W>(w, g, g_x, n, dims)
         }
         $(#[$attr])*
         pub(super) fn scan_forward(
@@ -129,7 +132,7 @@ macro_rules! entry_points {
         }
         $(#[$attr])*
         pub(super) fn sgd_update(p: &mut [f32], g: &mut [f32], lr: f32, tiny_grad: f32) {
-            super::simd::sgd_update::<$V>(p, g, lr, tiny_grad)
+            super::simd::sgd_update::<$N, $W>(p, g, lr, tiny_grad)
         }
         $(#[$attr])*
         pub(super) fn adam_update(
@@ -139,17 +142,23 @@ macro_rules! entry_points {
             m: &mut [f32],
             v: &mut [f32],
         ) {
-            super::simd::adam_update::<$V>(c, p, g, m, v)
+            super::simd::adam_update::<$N, $W>(c, p, g, m, v)
         }
     };
 }
 
-/// Eight f32 lanes and the operations the kernels use on them: each lane-wise, each either one
+/// `W` f32 lanes and the operations the kernels use on them: each lane-wise, each either one
 /// correctly rounded IEEE 754 operation or a bit operation, so every implementation computes the
 /// same bits. No fused multiply-add.
-pub(super) trait Lanes8: Copy {
-    fn load(c: &[f32; LANES]) -> Self;
-    fn store(self, c: &mut [f32; LANES]);
+///
+/// The element-wise algorithms below take any width: each element sees the same operations in
+/// the same order whatever `W` is (and their scalar tails spell the same operations), so a
+/// 16-lane register computes what two 8-lane ones do. The sums that fix an order ([`dot`],
+/// the scan's state rows) are written over eight lanes ([`Lanes8`]); a wider path keeps those
+/// eight logical lanes ([`Dots`]).
+pub(super) trait Lanes<const W: usize>: Copy {
+    fn load(c: &[f32; W]) -> Self;
+    fn store(self, c: &mut [f32; W]);
     fn splat(x: f32) -> Self;
     /// `self + o`, in this operand order (which fixes the payload of a NaN).
     fn add(self, o: Self) -> Self;
@@ -167,31 +176,108 @@ pub(super) trait Lanes8: Copy {
     fn flush_below(self, tiny: Self) -> Self;
     /// For `t = n + ROUND_MAGIC` with an integer `n` in the low mantissa bits: the float whose
     /// bits are `(bits(t) − bits(ROUND_MAGIC) + 127) · 2^23` in wrapping i32 arithmetic, which
-    /// is `2^n` for the `n` that [`exp8`] produces.
+    /// is `2^n` for the `n` that [`exp_lanes`] produces.
     fn pow2_of_rounded(t: Self) -> Self;
 }
 
-/// `c += v`, lane by lane.
-#[inline(always)]
-fn add_to<V: Lanes8>(c: &mut [f32; LANES], v: V) {
-    V::load(c).add(v).store(c);
+/// Eight lanes: the width of every sum's fixed order ([`LANES`]).
+pub(super) trait Lanes8: Lanes<LANES> {}
+impl<V: Lanes<LANES>> Lanes8 for V {}
+
+/// A path's dot products, in [`dot`]'s order: the eight-lane algorithms themselves
+/// ([`dots_in_eight_lanes!`]), or [`dot_paired`] on a 16-lane path.
+pub(super) trait Dots {
+    fn dot(a: &[f32], b: &[f32]) -> f32;
+    fn dot2(a0: &[f32], b0: &[f32], a1: &[f32], b1: &[f32]) -> (f32, f32);
 }
 
-/// See [`super::dot`].
+/// Implements [`Dots`] for an eight-lane type with [`dot`] and [`dot2`].
+macro_rules! dots_in_eight_lanes {
+    ($V:ty) => {
+        impl super::simd::Dots for $V {
+            #[inline(always)]
+            fn dot(a: &[f32], b: &[f32]) -> f32 {
+                super::simd::dot::<$V>(a, b)
+            }
+            #[inline(always)]
+            fn dot2(a0: &[f32], b0: &[f32], a1: &[f32], b1: &[f32]) -> (f32, f32) {
+                super::simd::dot2::<$V>(a0, b0, a1, b1)
+            }
+        }
+    };
+}
+
+/// Sixteen lanes that split into two eight-lane halves: lanes 0–7 and 8–15.
+pub(super) trait Halves: Lanes<16> {
+    type Half: Lanes8;
+    fn halves(self) -> (Self::Half, Self::Half);
+}
+
+/// [`dot`] with its four eight-lane accumulators held as two 16-lane ones, `[acc0 | acc1]` and
+/// `[acc2 | acc3]`: a block of 32 products is two 16-lane multiply-adds, each lane of each
+/// accumulator sees exactly [`dot`]'s operations, and the halves are then combined in [`dot`]'s
+/// order `(acc0 + acc1) + (acc2 + acc3)` and finished in eight lanes. The same bits, half the
+/// instructions.
 #[inline(always)]
-pub(super) fn dot<V: Lanes8>(a: &[f32], b: &[f32]) -> f32 {
+pub(super) fn dot_paired<V: Halves>(a: &[f32], b: &[f32]) -> f32 {
     let n = a.len().min(b.len());
-    let (a8, a_tail) = a[..n].as_chunks::<LANES>();
-    let (b8, b_tail) = b[..n].as_chunks::<LANES>();
-    let (a32, a8) = a8.as_chunks::<4>();
-    let (b32, b8) = b8.as_chunks::<4>();
-    let mut acc = [V::splat(0.0); 4];
+    let (a32, a_rest) = a[..n].as_chunks::<32>();
+    let (b32, b_rest) = b[..n].as_chunks::<32>();
+    let mut acc = [V::splat(0.0); 2];
     for (x, y) in a32.iter().zip(b32) {
-        for (q, accq) in acc.iter_mut().enumerate() {
-            *accq = accq.add(V::load(&x[q]).mul(V::load(&y[q])));
+        let (x16, _) = x.as_chunks::<16>();
+        let (y16, _) = y.as_chunks::<16>();
+        for h in 0..2 {
+            acc[h] = acc[h].add(V::load(&x16[h]).mul(V::load(&y16[h])));
         }
     }
-    let mut total = (acc[0].add(acc[1])).add(acc[2].add(acc[3]));
+    finish_dot(paired_total(acc), a_rest, b_rest)
+}
+
+/// Two [`dot_paired`]s in lockstep, as [`dot2`] is two [`dot`]s.
+#[inline(always)]
+pub(super) fn dot2_paired<V: Halves>(a0: &[f32], b0: &[f32], a1: &[f32], b1: &[f32]) -> (f32, f32) {
+    let n = a0.len().min(b0.len());
+    if a1.len().min(b1.len()) != n {
+        return (dot_paired::<V>(a0, b0), dot_paired::<V>(a1, b1));
+    }
+    let (a0_32, _) = a0[..n].as_chunks::<32>();
+    let (b0_32, _) = b0[..n].as_chunks::<32>();
+    let (a1_32, _) = a1[..n].as_chunks::<32>();
+    let (b1_32, _) = b1[..n].as_chunks::<32>();
+    let mut acc0 = [V::splat(0.0); 2];
+    let mut acc1 = [V::splat(0.0); 2];
+    for k in 0..a0_32.len() {
+        let (x0, _) = a0_32[k].as_chunks::<16>();
+        let (y0, _) = b0_32[k].as_chunks::<16>();
+        let (x1, _) = a1_32[k].as_chunks::<16>();
+        let (y1, _) = b1_32[k].as_chunks::<16>();
+        for h in 0..2 {
+            acc0[h] = acc0[h].add(V::load(&x0[h]).mul(V::load(&y0[h])));
+            acc1[h] = acc1[h].add(V::load(&x1[h]).mul(V::load(&y1[h])));
+        }
+    }
+    let done = 32 * a0_32.len();
+    (
+        finish_dot(paired_total(acc0), &a0[done..n], &b0[done..n]),
+        finish_dot(paired_total(acc1), &a1[done..n], &b1[done..n]),
+    )
+}
+
+/// `(acc0 + acc1) + (acc2 + acc3)` of [`dot`] for accumulators held as `[acc0 | acc1]` and
+/// `[acc2 | acc3]`.
+#[inline(always)]
+fn paired_total<V: Halves>(acc: [V; 2]) -> V::Half {
+    let ((q0, q1), (q2, q3)) = (acc[0].halves(), acc[1].halves());
+    q0.add(q1).add(q2.add(q3))
+}
+
+/// The end of [`dot`] after its blocks of 32: the remaining blocks of eight added into `total`,
+/// the lanes folded, then the last products one by one.
+#[inline(always)]
+fn finish_dot<V: Lanes8>(mut total: V, a: &[f32], b: &[f32]) -> f32 {
+    let (a8, a_tail) = a.as_chunks::<LANES>();
+    let (b8, b_tail) = b.as_chunks::<LANES>();
     for (x, y) in a8.iter().zip(b8) {
         total = total.add(V::load(x).mul(V::load(y)));
     }
@@ -204,13 +290,34 @@ pub(super) fn dot<V: Lanes8>(a: &[f32], b: &[f32]) -> f32 {
     sum
 }
 
-/// `v[..n]` as blocks of 32, the remaining blocks of 8, and the tail: [`dot`]'s split.
+/// `c += v`, lane by lane.
 #[inline(always)]
-#[allow(clippy::type_complexity)]
-fn split_for_dot(v: &[f32], n: usize) -> (&[[[f32; LANES]; 4]], &[[f32; LANES]], &[f32]) {
-    let (v8, tail) = v[..n].as_chunks::<LANES>();
-    let (v32, v8) = v8.as_chunks::<4>();
-    (v32, v8, tail)
+fn add_to<const W: usize, V: Lanes<W>>(c: &mut [f32; W], v: V) {
+    V::load(c).add(v).store(c);
+}
+
+/// See [`super::dot`].
+#[inline(always)]
+pub(super) fn dot<V: Lanes8>(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a32, _) = a[..n].as_chunks::<32>();
+    let (b32, _) = b[..n].as_chunks::<32>();
+    let mut acc = [V::splat(0.0); 4];
+    for (x, y) in a32.iter().zip(b32) {
+        let (x8, _) = x.as_chunks::<LANES>();
+        let (y8, _) = y.as_chunks::<LANES>();
+        for (q, accq) in acc.iter_mut().enumerate() {
+            *accq = accq.add(V::load(&x8[q]).mul(V::load(&y8[q])));
+        }
+    }
+    let done = 32 * a32.len();
+    finish_dot(four_total(acc), &a[done..n], &b[done..n])
+}
+
+/// [`dot`]'s accumulators combined: `(acc0 + acc1) + (acc2 + acc3)`.
+#[inline(always)]
+fn four_total<V: Lanes8>(acc: [V; 4]) -> V {
+    (acc[0].add(acc[1])).add(acc[2].add(acc[3]))
 }
 
 /// Two [`dot`]s in lockstep, `(dot(a0, b0), dot(a1, b1))`, each with its own accumulators in
@@ -221,40 +328,32 @@ pub(super) fn dot2<V: Lanes8>(a0: &[f32], b0: &[f32], a1: &[f32], b1: &[f32]) ->
     if a1.len().min(b1.len()) != n {
         return (dot::<V>(a0, b0), dot::<V>(a1, b1));
     }
-    let (a0_32, a0_8, a0_t) = split_for_dot(a0, n);
-    let (b0_32, b0_8, b0_t) = split_for_dot(b0, n);
-    let (a1_32, a1_8, a1_t) = split_for_dot(a1, n);
-    let (b1_32, b1_8, b1_t) = split_for_dot(b1, n);
+    let (a0_32, _) = a0[..n].as_chunks::<32>();
+    let (b0_32, _) = b0[..n].as_chunks::<32>();
+    let (a1_32, _) = a1[..n].as_chunks::<32>();
+    let (b1_32, _) = b1[..n].as_chunks::<32>();
     let mut acc0 = [V::splat(0.0); 4];
     let mut acc1 = [V::splat(0.0); 4];
     for k in 0..a0_32.len() {
+        let (x0, _) = a0_32[k].as_chunks::<LANES>();
+        let (y0, _) = b0_32[k].as_chunks::<LANES>();
+        let (x1, _) = a1_32[k].as_chunks::<LANES>();
+        let (y1, _) = b1_32[k].as_chunks::<LANES>();
         for q in 0..4 {
-            acc0[q] = acc0[q].add(V::load(&a0_32[k][q]).mul(V::load(&b0_32[k][q])));
-            acc1[q] = acc1[q].add(V::load(&a1_32[k][q]).mul(V::load(&b1_32[k][q])));
+            acc0[q] = acc0[q].add(V::load(&x0[q]).mul(V::load(&y0[q])));
+            acc1[q] = acc1[q].add(V::load(&x1[q]).mul(V::load(&y1[q])));
         }
     }
-    let mut total0 = (acc0[0].add(acc0[1])).add(acc0[2].add(acc0[3]));
-    let mut total1 = (acc1[0].add(acc1[1])).add(acc1[2].add(acc1[3]));
-    for k in 0..a0_8.len() {
-        total0 = total0.add(V::load(&a0_8[k]).mul(V::load(&b0_8[k])));
-        total1 = total1.add(V::load(&a1_8[k]).mul(V::load(&b1_8[k])));
-    }
-    let (mut f0, mut f1) = ([0.0; LANES], [0.0; LANES]);
-    total0.store(&mut f0);
-    total1.store(&mut f1);
-    let (mut sum0, mut sum1) = (fold_lanes(f0), fold_lanes(f1));
-    for (x, y) in a0_t.iter().zip(b0_t) {
-        sum0 += x * y;
-    }
-    for (x, y) in a1_t.iter().zip(b1_t) {
-        sum1 += x * y;
-    }
-    (sum0, sum1)
+    let done = 32 * a0_32.len();
+    (
+        finish_dot(four_total(acc0), &a0[done..n], &b0[done..n]),
+        finish_dot(four_total(acc1), &a1[done..n], &b1[done..n]),
+    )
 }
 
 /// See [`super::gemv`]: one [`dot`] per row, two rows in lockstep.
 #[inline(always)]
-pub(super) fn gemv<V: Lanes8>(w: &[f32], x: &[f32], y: &mut [f32], rows: usize, cols: usize) {
+pub(super) fn gemv<D: Dots>(w: &[f32], x: &[f32], y: &mut [f32], rows: usize, cols: usize) {
     assert!(w.len() >= rows * cols && x.len() >= cols && y.len() >= rows);
     if cols == 0 {
         y[..rows].fill(0.0);
@@ -264,17 +363,17 @@ pub(super) fn gemv<V: Lanes8>(w: &[f32], x: &[f32], y: &mut [f32], rows: usize, 
     let (y2, y_last) = y[..rows].as_chunks_mut::<2>();
     for (out, rows2) in y2.iter_mut().zip(w.chunks_exact(2 * cols)) {
         let (r0, r1) = rows2.split_at(cols);
-        (out[0], out[1]) = dot2::<V>(r0, x, r1, x);
+        (out[0], out[1]) = D::dot2(r0, x, r1, x);
     }
     if let Some(out) = y_last.first_mut() {
-        *out = dot::<V>(&w[(rows - 1) * cols..rows * cols], x);
+        *out = D::dot(&w[(rows - 1) * cols..rows * cols], x);
     }
 }
 
 /// See [`super::steps::gemv_steps`] (for `cols > 0`): row by row of `W`, one [`dot`] per step,
 /// two steps in lockstep.
 #[inline(always)]
-pub(super) fn gemv_steps<V: Lanes8>(
+pub(super) fn gemv_steps<D: Dots>(
     w: &[f32],
     x: &[&[f32]],
     (y, y_stride): (&mut [f32], usize),
@@ -284,19 +383,19 @@ pub(super) fn gemv_steps<V: Lanes8>(
     for (r, w_row) in w.chunks_exact(cols).take(rows).enumerate() {
         let (x2, x_last) = x.as_chunks::<2>();
         for (p, xs) in x2.iter().enumerate() {
-            let (d0, d1) = dot2::<V>(w_row, &xs[0][..cols], w_row, &xs[1][..cols]);
+            let (d0, d1) = D::dot2(w_row, &xs[0][..cols], w_row, &xs[1][..cols]);
             y[2 * p * y_stride + r] = d0;
             y[(2 * p + 1) * y_stride + r] = d1;
         }
         if let Some(xt) = x_last.first() {
-            y[(n - 1) * y_stride + r] = dot::<V>(w_row, &xt[..cols]);
+            y[(n - 1) * y_stride + r] = D::dot(w_row, &xt[..cols]);
         }
     }
 }
 
 /// See [`super::gemv_t_acc`].
 #[inline(always)]
-pub(super) fn gemv_t_acc<V: Lanes8>(
+pub(super) fn gemv_t_acc<const W: usize, V: Lanes<W>>(
     w: &[f32],
     g: &[f32],
     out: &mut [f32],
@@ -317,18 +416,18 @@ pub(super) fn gemv_t_acc<V: Lanes8>(
         batch[pending] = (gr, row);
         pending += 1;
         if pending == batch.len() {
-            axpy4::<V>(out, &batch);
+            axpy4::<W, V>(out, &batch);
             pending = 0;
         }
     }
     for &(gr, row) in &batch[..pending] {
-        axpy::<V>(out, gr, row);
+        axpy::<W, V>(out, gr, row);
     }
 }
 
 /// See [`super::linear_backward_acc`] (with a weight gradient).
 #[inline(always)]
-pub(super) fn linear_backward_acc<V: Lanes8>(
+pub(super) fn linear_backward_acc<const W: usize, V: Lanes<W>>(
     w: &[f32],
     g: &[f32],
     x: &[f32],
@@ -357,13 +456,13 @@ pub(super) fn linear_backward_acc<V: Lanes8>(
         batch[pending] = (gr, row, g_row);
         pending += 1;
         if pending == batch.len() {
-            linear_backward4::<V>(x, g_x, &mut batch);
+            linear_backward4::<W, V>(x, g_x, &mut batch);
             pending = 0;
         }
     }
     for (gr, row, g_row) in &mut batch[..pending] {
-        axpy::<V>(g_row, *gr, x);
-        axpy::<V>(g_x, *gr, row);
+        axpy::<W, V>(g_row, *gr, x);
+        axpy::<W, V>(g_x, *gr, row);
     }
 }
 
@@ -375,7 +474,7 @@ const GW_BLOCKS: usize = 8;
 /// gradient ([`weight_grad_steps`]) and then the input gradients ([`input_grad_steps`]), which
 /// write different buffers.
 #[inline(always)]
-pub(super) fn linear_backward_steps<V: Lanes8>(
+pub(super) fn linear_backward_steps<const W: usize, V: Lanes<W>>(
     w: &[f32],
     x: &[&[f32]],
     g: super::steps::Rows,
@@ -387,9 +486,9 @@ pub(super) fn linear_backward_steps<V: Lanes8>(
         return;
     }
     if let Some(gw) = g_w {
-        weight_grad_steps::<V>(x, g, &mut gw[..rows * cols], cols);
+        weight_grad_steps::<W, V>(x, g, &mut gw[..rows * cols], cols);
     }
-    input_grad_steps::<V>(w, g, (g_x, gx_stride), x.len(), (rows, cols));
+    input_grad_steps::<W, V>(w, g, (g_x, gx_stride), x.len(), (rows, cols));
 }
 
 /// The weight gradient of a segment's linear backward, for the rows `g_w` holds (`g_w.len() /
@@ -398,7 +497,7 @@ pub(super) fn linear_backward_steps<V: Lanes8>(
 /// registers over the steps. Steps whose `g_t[r]` is zero are skipped. Rows are independent, so
 /// any split of them computes the same bits.
 #[inline(always)]
-pub(super) fn weight_grad_steps<V: Lanes8>(
+pub(super) fn weight_grad_steps<const W: usize, V: Lanes<W>>(
     x: &[&[f32]],
     g: super::steps::Rows,
     g_w: &mut [f32],
@@ -409,46 +508,23 @@ pub(super) fn weight_grad_steps<V: Lanes8>(
         return;
     }
     let x: Vec<&[f32]> = x.iter().map(|xt| &xt[..cols]).collect();
+    let mut coef = vec![0.0; n];
     for (r, gw_row) in g_w.chunks_exact_mut(cols).enumerate() {
-        let gr = |t: usize| g.data[t * g.stride + r];
-        let (gw8, gw_tail) = gw_row.as_chunks_mut::<LANES>();
-        let full = gw8.len() * LANES;
-        let (groups, rest) = gw8.as_chunks_mut::<GW_BLOCKS>();
-        for (b, group) in groups.iter_mut().enumerate() {
-            let xs = |t: usize| &x[t][b * GW_BLOCKS * LANES..(b + 1) * GW_BLOCKS * LANES];
-            let mut acc: [V; GW_BLOCKS] = std::array::from_fn(|q| V::load(&group[q]));
-            for t in (0..n).rev() {
-                let a = gr(t);
-                if a == 0.0 {
-                    continue;
-                }
-                let av = V::splat(a);
-                let (x8, _) = xs(t).as_chunks::<LANES>();
-                for q in 0..GW_BLOCKS {
-                    acc[q] = acc[q].add(av.mul(V::load(&x8[q])));
-                }
-            }
-            for q in 0..GW_BLOCKS {
-                acc[q].store(&mut group[q]);
-            }
+        for (t, a) in coef.iter_mut().enumerate() {
+            *a = g.data[t * g.stride + r];
         }
-        let done = groups.len() * GW_BLOCKS;
-        for (q, blk) in rest.iter_mut().enumerate() {
-            let at = (done + q) * LANES;
-            let mut acc = V::load(blk);
-            for t in (0..n).rev() {
-                let a = gr(t);
-                if a != 0.0 {
-                    let xv = V::load(x[t][at..at + LANES].try_into().unwrap());
-                    acc = acc.add(V::splat(a).mul(xv));
-                }
-            }
-            acc.store(blk);
-        }
+        let (blocks, gw_tail) = gw_row.as_chunks_mut::<W>();
+        // As many blocks at once as there are (eight, then four, two, one): the element-wise
+        // work is the same whichever, but more independent chains keep the adder busier.
+        let mut done = weight_grad_blocks::<W, V, GW_BLOCKS>(&x, &coef, blocks, 0);
+        done += weight_grad_blocks::<W, V, 4>(&x, &coef, &mut blocks[done..], done * W);
+        done += weight_grad_blocks::<W, V, 2>(&x, &coef, &mut blocks[done..], done * W);
+        done += weight_grad_blocks::<W, V, 1>(&x, &coef, &mut blocks[done..], done * W);
+        let full = done * W;
         for (j, gwj) in gw_tail.iter_mut().enumerate() {
             let mut v = *gwj;
             for t in (0..n).rev() {
-                let a = gr(t);
+                let a = coef[t];
                 if a != 0.0 {
                     v += a * x[t][full + j];
                 }
@@ -458,12 +534,44 @@ pub(super) fn weight_grad_steps<V: Lanes8>(
     }
 }
 
+/// [`weight_grad_steps`] for one row's blocks of `W` columns, starting at column `first`, in
+/// groups of `B` blocks held in registers over the steps (descending step order, steps whose
+/// coefficient is zero skipped); returns how many blocks it did (the whole groups').
+#[inline(always)]
+fn weight_grad_blocks<const W: usize, V: Lanes<W>, const B: usize>(
+    x: &[&[f32]],
+    coef: &[f32],
+    blocks: &mut [[f32; W]],
+    first: usize,
+) -> usize {
+    let (groups, _) = blocks.as_chunks_mut::<B>();
+    for (b, group) in groups.iter_mut().enumerate() {
+        let at = first + b * B * W;
+        let mut acc: [V; B] = std::array::from_fn(|q| V::load(&group[q]));
+        for t in (0..coef.len()).rev() {
+            let a = coef[t];
+            if a == 0.0 {
+                continue;
+            }
+            let av = V::splat(a);
+            let (xw, _) = x[t][at..at + B * W].as_chunks::<W>();
+            for q in 0..B {
+                acc[q] = acc[q].add(av.mul(V::load(&xw[q])));
+            }
+        }
+        for q in 0..B {
+            acc[q].store(&mut group[q]);
+        }
+    }
+    groups.len() * B
+}
+
 /// The input gradients of a segment's linear backward for `n` steps (`g` and `g_x` start at the
 /// first): `g_x[t] += g_t[r]·W[r]` for the rows in ascending order, as one [`axpy`] per row
 /// (four rows in one pass where none is skipped); rows whose `g_t[r]` is zero are skipped.
 /// Steps are independent, so any split of them computes the same bits.
 #[inline(always)]
-pub(super) fn input_grad_steps<V: Lanes8>(
+pub(super) fn input_grad_steps<const W: usize, V: Lanes<W>>(
     w: &[f32],
     g: super::steps::Rows,
     (g_x, gx_stride): (&mut [f32], usize),
@@ -482,12 +590,12 @@ pub(super) fn input_grad_steps<V: Lanes8>(
                 && g_t[..4].iter().all(|&a| a != 0.0)
             {
                 let terms = [(g_t[0], *w0), (g_t[1], *w1), (g_t[2], *w2), (g_t[3], *w3)];
-                axpy4::<V>(g_xt, &terms);
+                axpy4::<W, V>(g_xt, &terms);
                 continue;
             }
             for (&a, w_row) in g_t.iter().zip(quad) {
                 if a != 0.0 {
-                    axpy::<V>(g_xt, a, w_row);
+                    axpy::<W, V>(g_xt, a, w_row);
                 }
             }
         }
@@ -497,7 +605,7 @@ pub(super) fn input_grad_steps<V: Lanes8>(
 /// Four rows of [`linear_backward_acc`]: `g_w[k] += g[k]·x` for each row `k`, and `g_x += g[k]·W[k]`
 /// for `k` = 0, 1, 2, 3 in this order, element by element.
 #[inline(always)]
-fn linear_backward4<V: Lanes8>(
+fn linear_backward4<const W: usize, V: Lanes<W>>(
     x: &[f32],
     g_x: &mut [f32],
     rows: &mut [(f32, &[f32], &mut [f32]); 4],
@@ -508,16 +616,16 @@ fn linear_backward4<V: Lanes8>(
     let a = [rows[0].0, rows[1].0, rows[2].0, rows[3].0];
     let av = a.map(V::splat);
     let [(_, w0, gw0), (_, w1, gw1), (_, w2, gw2), (_, w3, gw3)] = rows;
-    let (x8, x_tail) = x[..n].as_chunks::<LANES>();
-    let (gx8, gx_tail) = g_x[..n].as_chunks_mut::<LANES>();
-    let (w0, w0_tail) = w0[..n].as_chunks::<LANES>();
-    let (w1, w1_tail) = w1[..n].as_chunks::<LANES>();
-    let (w2, w2_tail) = w2[..n].as_chunks::<LANES>();
-    let (w3, w3_tail) = w3[..n].as_chunks::<LANES>();
-    let (gw0, gw0_tail) = gw0[..n].as_chunks_mut::<LANES>();
-    let (gw1, gw1_tail) = gw1[..n].as_chunks_mut::<LANES>();
-    let (gw2, gw2_tail) = gw2[..n].as_chunks_mut::<LANES>();
-    let (gw3, gw3_tail) = gw3[..n].as_chunks_mut::<LANES>();
+    let (x8, x_tail) = x[..n].as_chunks::<W>();
+    let (gx8, gx_tail) = g_x[..n].as_chunks_mut::<W>();
+    let (w0, w0_tail) = w0[..n].as_chunks::<W>();
+    let (w1, w1_tail) = w1[..n].as_chunks::<W>();
+    let (w2, w2_tail) = w2[..n].as_chunks::<W>();
+    let (w3, w3_tail) = w3[..n].as_chunks::<W>();
+    let (gw0, gw0_tail) = gw0[..n].as_chunks_mut::<W>();
+    let (gw1, gw1_tail) = gw1[..n].as_chunks_mut::<W>();
+    let (gw2, gw2_tail) = gw2[..n].as_chunks_mut::<W>();
+    let (gw3, gw3_tail) = gw3[..n].as_chunks_mut::<W>();
     for (i, gxc) in gx8.iter_mut().enumerate() {
         let xv = V::load(&x8[i]);
         add_to(&mut gw0[i], av[0].mul(xv));
@@ -548,10 +656,10 @@ fn linear_backward4<V: Lanes8>(
 
 /// See [`super::axpy`].
 #[inline(always)]
-pub(super) fn axpy<V: Lanes8>(y: &mut [f32], a: f32, x: &[f32]) {
+pub(super) fn axpy<const W: usize, V: Lanes<W>>(y: &mut [f32], a: f32, x: &[f32]) {
     let n = y.len().min(x.len());
-    let (y8, y_tail) = y[..n].as_chunks_mut::<LANES>();
-    let (x8, x_tail) = x[..n].as_chunks::<LANES>();
+    let (y8, y_tail) = y[..n].as_chunks_mut::<W>();
+    let (x8, x_tail) = x[..n].as_chunks::<W>();
     let av = V::splat(a);
     for (yc, xc) in y8.iter_mut().zip(x8) {
         add_to(yc, av.mul(V::load(xc)));
@@ -564,12 +672,12 @@ pub(super) fn axpy<V: Lanes8>(y: &mut [f32], a: f32, x: &[f32]) {
 /// `y += a0·x0`, then `y += a1·x1`, `y += a2·x2`, `y += a3·x3`, in one pass over `y`: each
 /// element gets its four products added in this order, so the bits equal four [`axpy`] calls.
 #[inline(always)]
-fn axpy4<V: Lanes8>(y: &mut [f32], terms: &[(f32, &[f32]); 4]) {
+fn axpy4<const W: usize, V: Lanes<W>>(y: &mut [f32], terms: &[(f32, &[f32]); 4]) {
     let n = terms.iter().fold(y.len(), |n, (_, x)| n.min(x.len()));
     let a = terms.map(|(a, _)| a);
     let av = a.map(V::splat);
-    let x = terms.map(|(_, x)| x[..n].as_chunks::<LANES>());
-    let (y8, y_tail) = y[..n].as_chunks_mut::<LANES>();
+    let x = terms.map(|(_, x)| x[..n].as_chunks::<W>());
+    let (y8, y_tail) = y[..n].as_chunks_mut::<W>();
     let blocks = y8
         .iter_mut()
         .zip(x[0].0)
@@ -602,7 +710,7 @@ fn axpy4<V: Lanes8>(y: &mut [f32], terms: &[(f32, &[f32]); 4]) {
 
 /// See [`super::add_outer`].
 #[inline(always)]
-pub(super) fn add_outer<V: Lanes8>(
+pub(super) fn add_outer<const W: usize, V: Lanes<W>>(
     dst: &mut [f32],
     rows: usize,
     cols: usize,
@@ -618,7 +726,7 @@ pub(super) fn add_outer<V: Lanes8>(
         if g == 0.0 {
             continue;
         }
-        axpy::<V>(row, g, right);
+        axpy::<W, V>(row, g, right);
     }
 }
 
@@ -631,9 +739,9 @@ pub(super) fn add_assign(y: &mut [f32], x: &[f32]) {
     }
 }
 
-/// Eight lanes of [`super::math::exp`], the same operations in the same order.
+/// [`super::math::exp`] in every lane, the same operations in the same order.
 #[inline(always)]
-pub(super) fn exp8<V: Lanes8>(x: V) -> V {
+pub(super) fn exp_lanes<const W: usize, V: Lanes<W>>(x: V) -> V {
     let x = x.raise_to(V::splat(EXP_LO));
     let x = x.lower_to(V::splat(EXP_HI));
     let magic = V::splat(ROUND_MAGIC);
@@ -650,21 +758,21 @@ pub(super) fn exp8<V: Lanes8>(x: V) -> V {
     e.mul(V::pow2_of_rounded(t))
 }
 
-/// Eight lanes of [`super::math::sigmoid`], the same operations in the same order.
+/// [`super::math::sigmoid`] in every lane, the same operations in the same order.
 #[inline(always)]
-fn sigmoid8<V: Lanes8>(x: V) -> V {
+fn sigmoid_lanes<const W: usize, V: Lanes<W>>(x: V) -> V {
     let one = V::splat(1.0);
-    one.div(one.add(exp8(x.neg())))
+    one.div(one.add(exp_lanes::<W, V>(x.neg())))
 }
 
 /// See [`super::exp_into`].
 #[inline(always)]
-pub(super) fn exp_into<V: Lanes8>(x: &[f32], out: &mut [f32]) {
+pub(super) fn exp_into<const W: usize, V: Lanes<W>>(x: &[f32], out: &mut [f32]) {
     let n = x.len().min(out.len());
-    let (x8, x_tail) = x[..n].as_chunks::<LANES>();
-    let (o8, o_tail) = out[..n].as_chunks_mut::<LANES>();
+    let (x8, x_tail) = x[..n].as_chunks::<W>();
+    let (o8, o_tail) = out[..n].as_chunks_mut::<W>();
     for (o, xc) in o8.iter_mut().zip(x8) {
-        exp8(V::load(xc)).store(o);
+        exp_lanes::<W, V>(V::load(xc)).store(o);
     }
     for (o, &xi) in o_tail.iter_mut().zip(x_tail) {
         *o = exp(xi);
@@ -673,13 +781,13 @@ pub(super) fn exp_into<V: Lanes8>(x: &[f32], out: &mut [f32]) {
 
 /// See [`super::exp_scaled_into`].
 #[inline(always)]
-pub(super) fn exp_scaled_into<V: Lanes8>(a: f32, x: &[f32], out: &mut [f32]) {
+pub(super) fn exp_scaled_into<const W: usize, V: Lanes<W>>(a: f32, x: &[f32], out: &mut [f32]) {
     let n = x.len().min(out.len());
-    let (x8, x_tail) = x[..n].as_chunks::<LANES>();
-    let (o8, o_tail) = out[..n].as_chunks_mut::<LANES>();
+    let (x8, x_tail) = x[..n].as_chunks::<W>();
+    let (o8, o_tail) = out[..n].as_chunks_mut::<W>();
     let av = V::splat(a);
     for (o, xc) in o8.iter_mut().zip(x8) {
-        exp8(av.mul(V::load(xc))).store(o);
+        exp_lanes::<W, V>(av.mul(V::load(xc))).store(o);
     }
     for (o, &xi) in o_tail.iter_mut().zip(x_tail) {
         *o = exp(a * xi);
@@ -688,12 +796,12 @@ pub(super) fn exp_scaled_into<V: Lanes8>(a: f32, x: &[f32], out: &mut [f32]) {
 
 /// See [`super::sigmoid_into`].
 #[inline(always)]
-pub(super) fn sigmoid_into<V: Lanes8>(x: &[f32], out: &mut [f32]) {
+pub(super) fn sigmoid_into<const W: usize, V: Lanes<W>>(x: &[f32], out: &mut [f32]) {
     let n = x.len().min(out.len());
-    let (x8, x_tail) = x[..n].as_chunks::<LANES>();
-    let (o8, o_tail) = out[..n].as_chunks_mut::<LANES>();
+    let (x8, x_tail) = x[..n].as_chunks::<W>();
+    let (o8, o_tail) = out[..n].as_chunks_mut::<W>();
     for (o, xc) in o8.iter_mut().zip(x8) {
-        sigmoid8(V::load(xc)).store(o);
+        sigmoid_lanes::<W, V>(V::load(xc)).store(o);
     }
     for (o, &xi) in o_tail.iter_mut().zip(x_tail) {
         *o = sigmoid(xi);
@@ -702,14 +810,14 @@ pub(super) fn sigmoid_into<V: Lanes8>(x: &[f32], out: &mut [f32]) {
 
 /// See [`super::silu_into`].
 #[inline(always)]
-pub(super) fn silu_into<V: Lanes8>(x: &[f32], out: &mut [f32], sig: &mut [f32]) {
+pub(super) fn silu_into<const W: usize, V: Lanes<W>>(x: &[f32], out: &mut [f32], sig: &mut [f32]) {
     let n = x.len().min(out.len()).min(sig.len());
-    let (x8, x_tail) = x[..n].as_chunks::<LANES>();
-    let (o8, o_tail) = out[..n].as_chunks_mut::<LANES>();
-    let (s8, s_tail) = sig[..n].as_chunks_mut::<LANES>();
+    let (x8, x_tail) = x[..n].as_chunks::<W>();
+    let (o8, o_tail) = out[..n].as_chunks_mut::<W>();
+    let (s8, s_tail) = sig[..n].as_chunks_mut::<W>();
     for ((o, sg), xc) in o8.iter_mut().zip(s8).zip(x8) {
         let xv = V::load(xc);
-        let sv = sigmoid8(xv);
+        let sv = sigmoid_lanes::<W, V>(xv);
         sv.store(sg);
         xv.mul(sv).store(o);
     }
@@ -718,7 +826,7 @@ pub(super) fn silu_into<V: Lanes8>(x: &[f32], out: &mut [f32], sig: &mut [f32]) 
     }
 }
 
-/// The scalar form of [`Lanes8::flush_below`].
+/// The scalar form of [`Lanes::flush_below`].
 #[inline(always)]
 fn flush(x: f32, tiny: f32) -> f32 {
     if x.abs() < tiny { 0.0 } else { x }
@@ -726,14 +834,19 @@ fn flush(x: f32, tiny: f32) -> f32 {
 
 /// See [`super::sgd_update`].
 #[inline(always)]
-pub(super) fn sgd_update<V: Lanes8>(p: &mut [f32], g: &mut [f32], lr: f32, tiny_grad: f32) {
+pub(super) fn sgd_update<const W: usize, V: Lanes<W>>(
+    p: &mut [f32],
+    g: &mut [f32],
+    lr: f32,
+    tiny_grad: f32,
+) {
     let n = p.len().min(g.len());
-    let (p8, p_tail) = p[..n].as_chunks_mut::<LANES>();
-    let (g8, g_tail) = g[..n].as_chunks_mut::<LANES>();
+    let (p8, p_tail) = p[..n].as_chunks_mut::<W>();
+    let (g8, g_tail) = g[..n].as_chunks_mut::<W>();
     let (lr8, tiny_g) = (V::splat(lr), V::splat(tiny_grad));
     for (pc, gc) in p8.iter_mut().zip(g8) {
         add_to(pc, lr8.mul(V::load(gc).flush_below(tiny_g)));
-        *gc = [0.0; LANES];
+        *gc = [0.0; W];
     }
     for (pi, gi) in p_tail.iter_mut().zip(g_tail) {
         *pi += lr * flush(*gi, tiny_grad);
@@ -743,7 +856,7 @@ pub(super) fn sgd_update<V: Lanes8>(p: &mut [f32], g: &mut [f32], lr: f32, tiny_
 
 /// See [`super::adam_update`].
 #[inline(always)]
-pub(super) fn adam_update<V: Lanes8>(
+pub(super) fn adam_update<const W: usize, V: Lanes<W>>(
     c: &AdamCoefs,
     p: &mut [f32],
     g: &mut [f32],
@@ -751,10 +864,10 @@ pub(super) fn adam_update<V: Lanes8>(
     v: &mut [f32],
 ) {
     let n = p.len().min(g.len()).min(m.len()).min(v.len());
-    let (p8, p_tail) = p[..n].as_chunks_mut::<LANES>();
-    let (g8, g_tail) = g[..n].as_chunks_mut::<LANES>();
-    let (m8, m_tail) = m[..n].as_chunks_mut::<LANES>();
-    let (v8, v_tail) = v[..n].as_chunks_mut::<LANES>();
+    let (p8, p_tail) = p[..n].as_chunks_mut::<W>();
+    let (g8, g_tail) = g[..n].as_chunks_mut::<W>();
+    let (m8, m_tail) = m[..n].as_chunks_mut::<W>();
+    let (v8, v_tail) = v[..n].as_chunks_mut::<W>();
     let (c1s, c2s) = (1.0 - c.beta1, 1.0 - c.beta2);
     let (b1, b2) = (V::splat(c.beta1), V::splat(c.beta2));
     let (c1, c2) = (V::splat(c1s), V::splat(c2s));
@@ -769,7 +882,7 @@ pub(super) fn adam_update<V: Lanes8>(
         vv.store(vc);
         let step = (mm.mul(bc1)).div((vv.mul(bc2)).sqrt().add(eps));
         add_to(pc, lr.mul(step));
-        *gc = [0.0; LANES];
+        *gc = [0.0; W];
     }
     let tails = p_tail.iter_mut().zip(g_tail).zip(m_tail).zip(v_tail);
     for (((pi, gi), mi), vi) in tails {
