@@ -41,12 +41,15 @@ fn input() -> Vec<u8> {
 const CLASSIC_MIX: &str = "mix:table=16,match=16,rate=12,conf=0,pword=0,select=0,record=0,ext=0";
 
 /// The default stage of the second round, before the key `ext` existed (small tables, as `common::SMALL_MIX`), at the mixer rate it had then.
-const SECOND_MIX: &str = "mix:table=16,match=16,rate=6,ext=0";
+const SECOND_MIX: &str = "mix:table=16,match=16,rate=6,record=1,ext=0";
+/// The default stage of the third round, before `record=2` (small tables, as `common::SMALL_MIX`).
+const THIRD_MIX: &str = "mix:table=16,match=16,record=1";
 
 /// Every golden recipe with its file name, e.g. `rwkv7-adam-bptt8.lmz`: every model and mode,
 /// and with the mixing stage prediction only and Adam over segments — as first written
-/// (`-mix.lmz`), with the second round's components (`-mix2.lmz`, Adam only) and with the
-/// third round's, the default stage (`-mix3.lmz`, Adam only).
+/// (`-mix.lmz`), with the second round's components (`-mix2.lmz`, Adam only), with the third
+/// round's (`-mix3.lmz`, Adam only) and with the fourth's, the default stage (`-mix4.lmz`,
+/// Adam only).
 fn golden_recipes() -> Vec<(String, Recipe)> {
     let kinds = [ModelKind::Mamba1, ModelKind::Rwkv7];
     let classic = kinds.into_iter().flat_map(|kind| {
@@ -58,27 +61,31 @@ fn golden_recipes() -> Vec<(String, Recipe)> {
     });
     let adam8 = |kind| common::tiny(kind, Some(OptimizerKind::Adam), 8);
     let second = kinds.map(|kind| adam8(kind).edit(SECOND_MIX, None).unwrap());
+    let third = kinds.map(|kind| adam8(kind).edit(THIRD_MIX, None).unwrap());
     let current = kinds.map(|kind| common::with_mix(&adam8(kind)));
     kinds
         .into_iter()
         .flat_map(common::modes)
         .chain(classic)
         .chain(second)
+        .chain(third)
         .chain(current)
         .map(|r| (golden_name(&r), r))
         .collect()
 }
 
 /// The file name of a golden recipe: its mode, with `2` after `-mix` when the stage uses a key
-/// of the second round, `3` when it uses one of the third.
+/// of the second round, `3` when it uses one of the third, `4` with the fourth's `record=2`.
 fn golden_name(r: &Recipe) -> String {
     let later = r.mix.is_some_and(|m| m != m.with_implicit_keys());
     let third = r
         .mix
         .is_some_and(|m| m.fin || m.words || m.decay || m.nmap || m.ways);
-    let suffix = match (later, third) {
-        (_, true) => "3",
-        (true, false) => "2",
+    let fourth = r.mix.is_some_and(|m| m.record >= 2);
+    let suffix = match (later, third, fourth) {
+        (_, _, true) => "4",
+        (_, true, false) => "3",
+        (true, false, false) => "2",
         _ => "",
     };
     format!("{}{suffix}.lmz", common::mode_name(r).replace('/', "-"))

@@ -43,6 +43,7 @@ fn every_configuration_of_the_stage_round_trips() {
         "mix:orders=0,word=0,sparse=0,match=12,sse=0,conf=0,pword=0,select=1,record=0",
         "mix:orders=0,word=1,sparse=0,match=0,sse=1,conf=0,pword=1,select=0,record=1",
         "mix:orders=6,word=1,sparse=1,match=16,sse=1,table=16,conf=1,pword=1,select=1,record=1",
+        "mix:orders=2,word=0,sparse=1,match=12,sse=1,table=14,conf=1,pword=0,select=0,record=2",
         "mix:orders=2,word=1,sparse=0,match=12,sse=1,table=12,conf=0,ext=1",
         "mix:orders=3,word=1,sparse=0,match=0,sse=0,table=12,ext=6",
         "mix:orders=1,word=0,sparse=0,match=0,sse=0,table=12,ext=24",
@@ -84,7 +85,7 @@ fn the_header_stores_the_stage_and_the_decoder_runs_it() {
             .edit("mix:", None)
             .unwrap()
             .to_text()
-            .contains(",rate=3,conf=1,pword=1,select=1,record=1,ext=31 0..:")
+            .contains(",rate=3,conf=1,pword=1,select=1,record=2,ext=31 0..:")
     );
     let later_text = later.to_text();
     assert!(
@@ -131,13 +132,13 @@ fn stored_recipes_without_the_later_keys_read_as_before() {
     // As a file written then stores it: without the later keys.
     let stored = recipe
         .to_text()
-        .replace(",conf=1,pword=1,select=1,record=1,ext=31", "");
+        .replace(",conf=1,pword=1,select=1,record=2,ext=31", "");
     assert!(stored.contains(" mix:orders=4,word=1,sparse=0,match=14,sse=1,table=14,rate=7 0..:"));
     let back = lmzip::recipe::Recipe::parse(&stored).unwrap();
     let mix = back.mix.unwrap();
     assert_eq!(
         (mix.conf, mix.pword, mix.select, mix.record),
-        (false, false, false, false)
+        (false, false, false, 0)
     );
     assert_eq!(
         (mix.fin, mix.words, mix.decay, mix.nmap, mix.ways),

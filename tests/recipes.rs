@@ -227,7 +227,7 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
         12u32..=20,
         1u32..=64,
     );
-    let later = (any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>());
+    let later = (any::<bool>(), any::<bool>(), any::<bool>(), 0u32..=2);
     let third = 0u32..=31;
     proptest::option::of((first, later, third).prop_map(
         |(

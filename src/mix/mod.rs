@@ -9,7 +9,7 @@
 //! - [`matcher`]: the longest recent match of the last bytes and the byte that followed it;
 //! - [`mixer`]: a two-layer logistic mixer with weight sets chosen by small contexts (with
 //!   `ext` 4, a rate that starts higher and decays);
-//! - [`record`]: the record length of tables and binaries, and contexts by the byte above;
+//! - [`record`]: the record lengths of tables and binaries, and contexts by the bytes above;
 //! - [`sse`]: adaptive probability maps ([`apm`]) on the mixed probability (two, or four with
 //!   `ext` 1);
 //! - with `ext` 8, [`NetMaps`]: the network's prediction refined by two maps, as inputs.
@@ -115,7 +115,7 @@ impl Stage {
                 0 => None,
                 bits => Some(MatchModel::new(bits)?),
             },
-            record: spec.record.then(RecordModel::new),
+            record: (spec.record > 0).then(RecordModel::new),
             mixer: {
                 let m = Mixer2::new(n_inputs, &spec.selector_sets(), spec.rate as i32, &init);
                 if spec.decay { m.with_decay() } else { m }
@@ -336,10 +336,9 @@ impl Stage {
         }
         t = self.previous_word_context(t);
         if let Some(r) = &self.record {
-            let [a, b] = r.contexts();
-            self.contexts[t] = a;
-            self.contexts[t + 1] = b;
-            t += 2;
+            let n = self.spec.record_tables();
+            self.contexts[t..t + n].copy_from_slice(&r.contexts()[..n]);
+            t += n;
         }
         let t = self.two_word_contexts(t);
         debug_assert_eq!(t, self.contexts.len());
@@ -599,7 +598,7 @@ mod new_component_tests {
         let without = cost(&plain(), &data);
         let with = cost(
             &MixSpec {
-                record: true,
+                record: 1,
                 ..plain()
             },
             &data,
@@ -744,7 +743,7 @@ mod new_component_tests {
             conf: true,
             pword: true,
             select: true,
-            record: true,
+            record: 1,
             ..second
         };
         let third = MixSpec {
@@ -770,7 +769,7 @@ mod new_component_tests {
             conf: false,
             pword: false,
             select: false,
-            record: false,
+            record: 0,
             fin: false,
             words: false,
             decay: false,

@@ -1,7 +1,9 @@
 //! The record model, for tables and binaries made of fixed-length records (spreadsheets, arrays
 //! of structs, images): it finds the record length from the distances between equal bytes and
-//! gives the context tables two contexts a byte-oriented model lacks — the byte one record
-//! above with the byte to the left, and the bytes one and two records above with the column.
+//! gives the context tables contexts a byte-oriented model lacks — the byte one record above
+//! with the byte to the left, the bytes one and two records above with the column, and (with
+//! `record=2`) the bytes one record above under the two latest lengths, for data with two
+//! periods at once.
 //!
 //! Detection: when a byte value recurs at the same distance four times in a row, that distance
 //! is a candidate; a candidate seen twice becomes the record length (so one regular run of a
@@ -23,8 +25,10 @@ pub struct RecordModel {
     last: Vec<u32>,
     distance: Vec<u32>,
     repeats: Vec<u8>,
-    /// The record length (0 while none is found) and the candidate waiting for confirmation.
+    /// The record length (0 while none is found), the length confirmed before it (0: none),
+    /// and the candidate waiting for confirmation.
     length: usize,
+    previous: usize,
     candidate: usize,
     candidate_hits: u32,
 }
@@ -44,6 +48,7 @@ impl RecordModel {
             distance: vec![0; 256],
             repeats: vec![0; 256],
             length: 0,
+            previous: 0,
             candidate: 0,
             candidate_hits: 0,
         }
@@ -87,6 +92,9 @@ impl RecordModel {
         } else if d == self.candidate {
             self.candidate_hits += 1;
             if self.candidate_hits >= 2 {
+                if self.length != 0 {
+                    self.previous = self.length;
+                }
                 self.length = d;
                 self.candidate_hits = 0;
             }
@@ -105,23 +113,38 @@ impl RecordModel {
         }
     }
 
-    /// The two context hashes of the next byte: (byte above, byte to the left), and (bytes one
-    /// and two records above, column). Without a record length both are one fixed context.
-    pub fn contexts(&self) -> [u32; 2] {
+    /// The context hashes of the next byte: (byte above, byte to the left); (bytes one and two
+    /// records above, column); and (the byte above under each of the two latest lengths,
+    /// shorter first, so that a detector switching between two periods keeps the context) or,
+    /// with one length so far, (the bytes above-left, above and above-right). Without a record
+    /// length all are fixed contexts.
+    pub fn contexts(&self) -> [u32; 3] {
         let r = self.length;
         if r == 0 {
-            return [hash(0, 0x2ec0), hash(0, 0x2ec1)];
+            return [hash(0, 0x2ec0), hash(0, 0x2ec1), hash(0, 0x2ec2)];
         }
         let above = self.back(r) as u64;
         let left = self.back(1) as u64;
         let above2 = self.back(2 * r) as u64;
         let column = (self.pos % r) as u64;
+        let third = match self.previous {
+            0 => {
+                let (above_left, above_right) = (self.back(r + 1), self.back(r - 1));
+                (r as u64) << 32 | (above_left as u64) << 16 | above << 8 | above_right as u64
+            }
+            p => {
+                let (short, long) = (r.min(p), r.max(p));
+                let (a, b) = (self.back(short) as u64, self.back(long) as u64);
+                1 << 63 | (short as u64) << 40 | (long as u64) << 16 | a << 8 | b
+            }
+        };
         [
             hash((r as u64) << 16 | above << 8 | left, 0x2ec0),
             hash(
                 (r as u64) << 32 | column << 16 | above << 8 | above2,
                 0x2ec1,
             ),
+            hash(third, 0x2ec2),
         ]
     }
 }
@@ -151,6 +174,41 @@ mod tests {
             m.update_byte(b);
         }
         assert_eq!(m.length(), 13);
+    }
+
+    #[test]
+    fn a_new_length_keeps_the_one_before() {
+        let mut m = RecordModel::new();
+        for b in records(12) {
+            m.update_byte(b);
+        }
+        // Records of 5 bytes: a counter and four constant bytes.
+        for i in 0..12u8 {
+            for b in [i, 1, 2, 3, 4] {
+                m.update_byte(b);
+            }
+        }
+        assert_eq!((m.length(), m.previous), (5, 13));
+    }
+
+    /// The third context reads the two lengths in the same order whichever is the newer, so a
+    /// detector switching between two periods keeps it; the first two follow the newer one.
+    #[test]
+    fn the_third_context_does_not_depend_on_which_length_came_last() {
+        let mut m = RecordModel::new();
+        for b in records(40) {
+            m.update_byte(b);
+        }
+        (m.length, m.previous) = (13, 5);
+        let a = m.contexts();
+        (m.length, m.previous) = (5, 13);
+        let b = m.contexts();
+        assert_eq!(a[2], b[2]);
+        assert_ne!(a[0], b[0]);
+        assert_ne!(a[1], b[1]);
+        // With one length it is the neighbourhood above, another context.
+        m.previous = 0;
+        assert_ne!(m.contexts()[2], b[2]);
     }
 
     #[test]

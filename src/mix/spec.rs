@@ -34,9 +34,12 @@ pub struct MixSpec {
     /// A fifth weight-set selector of the mixer: the last byte and the bit position (how
     /// much to trust each input depends on what came just before, e.g. in a word or after it).
     pub select: bool,
-    /// The record model, for tables and binaries: two tables by the byte one record above
-    /// (with the byte to the left, and with the byte two records above and the column).
-    pub record: bool,
+    /// The record model, for tables and binaries: 0 none; 1 two tables by the byte one record
+    /// above (with the byte to the left, and with the byte two records above and the column);
+    /// 2 a third table by the bytes one record above under the two latest record lengths (or,
+    /// with one length, the three bytes above), for data whose rows change length or that has
+    /// two periods at once (tables of several dimensions).
+    pub record: u32,
     // The third round's components, each a bit of the key `ext` (bit value in brackets).
     /// (1) Two more maps at the end of the SSE chain, by the last two bytes (hashed) and by the
     /// match state, whose points learn by interpolation.
@@ -179,9 +182,12 @@ pub static KEYS: [MixKey; 12] = [
     },
     MixKey {
         name: "record",
-        get: |m| m.record as u32,
-        set: |m, v| m.record = v != 0,
-        check: |v| flag(v, "record"),
+        get: |m| m.record,
+        set: |m, v| m.record = v,
+        check: |v| match v {
+            0..=2 => Ok(()),
+            _ => Err("mix record is 0, 1 or 2".into()),
+        },
         implicit: Some(0),
     },
     MixKey {
@@ -254,7 +260,7 @@ impl MixSpec {
         conf: true,
         pword: true,
         select: true,
-        record: true,
+        record: 2,
         fin: true,
         words: true,
         decay: true,
@@ -314,13 +320,20 @@ impl MixSpec {
         if self.pword {
             t.push(self.table);
         }
-        if self.record {
-            t.extend([self.table; 2]);
-        }
+        t.extend(std::iter::repeat_n(self.table, self.record_tables()));
         if self.words {
             t.extend([self.table; 2]);
         }
         t
+    }
+
+    /// The record model's context tables.
+    pub(super) fn record_tables(&self) -> usize {
+        match self.record {
+            0 => 0,
+            1 => 2,
+            _ => 3,
+        }
     }
 
     /// Inputs the mixer takes per context table.
@@ -372,7 +385,7 @@ impl MixSpec {
         } else {
             0
         };
-        let record = if self.record {
+        let record = if self.record > 0 {
             super::record::RecordModel::bytes()
         } else {
             0
