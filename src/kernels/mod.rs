@@ -517,6 +517,7 @@ mod tests {
             (4, 0),
             (0, 5),
             (7, 72),
+            (11, 21),
         ];
         for k in paths() {
             for (rows, cols) in shapes {
@@ -701,6 +702,7 @@ mod tests {
             (4, 33, 16),
             (7, 72, 5),
             (2, 130, 4),
+            (3, 19, 11),
         ];
         for k in paths() {
             for (rows, cols, n) in shapes {
