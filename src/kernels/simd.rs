@@ -214,24 +214,16 @@ pub(super) trait Halves: Lanes<16> {
 }
 
 /// [`dot`] with its four eight-lane accumulators held as two 16-lane ones, `[acc0 | acc1]` and
-/// `[acc2 | acc3]`: a block of 32 products is two 16-lane multiply-adds, each lane of each
-/// accumulator sees exactly [`dot`]'s operations, and the halves are then combined in [`dot`]'s
-/// order `(acc0 + acc1) + (acc2 + acc3)` and finished in eight lanes. The same bits, half the
-/// instructions.
+/// `[acc2 | acc3]` ([`dot_blocks`] at 16 lanes): a block of 32 products is two 16-lane
+/// multiply-adds, each lane of each accumulator sees exactly [`dot`]'s operations, and the
+/// halves are then combined in [`dot`]'s order `(acc0 + acc1) + (acc2 + acc3)` and finished in
+/// eight lanes. The same bits, half the instructions.
 #[inline(always)]
 pub(super) fn dot_paired<V: Halves>(a: &[f32], b: &[f32]) -> f32 {
     let n = a.len().min(b.len());
-    let (a32, a_rest) = a[..n].as_chunks::<32>();
-    let (b32, b_rest) = b[..n].as_chunks::<32>();
-    let mut acc = [V::splat(0.0); 2];
-    for (x, y) in a32.iter().zip(b32) {
-        let (x16, _) = x.as_chunks::<16>();
-        let (y16, _) = y.as_chunks::<16>();
-        for h in 0..2 {
-            acc[h] = acc[h].add(V::load(&x16[h]).mul(V::load(&y16[h])));
-        }
-    }
-    finish_dot(paired_total(acc), a_rest, b_rest)
+    let [acc] = dot_blocks::<16, V, 2, 1>([(blocks_of_32(a, n), blocks_of_32(b, n))]);
+    let done = n - n % 32;
+    finish_dot(paired_total(acc), &a[done..n], &b[done..n])
 }
 
 /// Two [`dot_paired`]s in lockstep, as [`dot2`] is two [`dot`]s.
@@ -241,23 +233,11 @@ pub(super) fn dot2_paired<V: Halves>(a0: &[f32], b0: &[f32], a1: &[f32], b1: &[f
     if a1.len().min(b1.len()) != n {
         return (dot_paired::<V>(a0, b0), dot_paired::<V>(a1, b1));
     }
-    let (a0_32, _) = a0[..n].as_chunks::<32>();
-    let (b0_32, _) = b0[..n].as_chunks::<32>();
-    let (a1_32, _) = a1[..n].as_chunks::<32>();
-    let (b1_32, _) = b1[..n].as_chunks::<32>();
-    let mut acc0 = [V::splat(0.0); 2];
-    let mut acc1 = [V::splat(0.0); 2];
-    for k in 0..a0_32.len() {
-        let (x0, _) = a0_32[k].as_chunks::<16>();
-        let (y0, _) = b0_32[k].as_chunks::<16>();
-        let (x1, _) = a1_32[k].as_chunks::<16>();
-        let (y1, _) = b1_32[k].as_chunks::<16>();
-        for h in 0..2 {
-            acc0[h] = acc0[h].add(V::load(&x0[h]).mul(V::load(&y0[h])));
-            acc1[h] = acc1[h].add(V::load(&x1[h]).mul(V::load(&y1[h])));
-        }
-    }
-    let done = 32 * a0_32.len();
+    let [acc0, acc1] = dot_blocks::<16, V, 2, 2>([
+        (blocks_of_32(a0, n), blocks_of_32(b0, n)),
+        (blocks_of_32(a1, n), blocks_of_32(b1, n)),
+    ]);
+    let done = n - n % 32;
     (
         finish_dot(paired_total(acc0), &a0[done..n], &b0[done..n]),
         finish_dot(paired_total(acc1), &a1[done..n], &b1[done..n]),
@@ -300,18 +280,37 @@ fn add_to<const W: usize, V: Lanes<W>>(c: &mut [f32; W], v: V) {
 #[inline(always)]
 pub(super) fn dot<V: Lanes8>(a: &[f32], b: &[f32]) -> f32 {
     let n = a.len().min(b.len());
-    let (a32, _) = a[..n].as_chunks::<32>();
-    let (b32, _) = b[..n].as_chunks::<32>();
-    let mut acc = [V::splat(0.0); 4];
-    for (x, y) in a32.iter().zip(b32) {
-        let (x8, _) = x.as_chunks::<LANES>();
-        let (y8, _) = y.as_chunks::<LANES>();
-        for (q, accq) in acc.iter_mut().enumerate() {
-            *accq = accq.add(V::load(&x8[q]).mul(V::load(&y8[q])));
+    let [acc] = dot_blocks::<LANES, V, 4, 1>([(blocks_of_32(a, n), blocks_of_32(b, n))]);
+    let done = n - n % 32;
+    finish_dot(four_total(acc), &a[done..n], &b[done..n])
+}
+
+/// The whole blocks of 32 of `v[..n]`.
+#[inline(always)]
+fn blocks_of_32(v: &[f32], n: usize) -> &[[f32; 32]] {
+    v[..n].as_chunks::<32>().0
+}
+
+/// [`dot`]'s blocks of 32 products for `K` dot products in lockstep (as many blocks each),
+/// each in `Q = 32 / W` accumulators of `W` lanes: accumulator `q` adds the products of
+/// elements `W·q .. W·(q + 1)` of every block. With `W = 8` these are [`dot`]'s four
+/// accumulators; with `W = 16` the same four, two to a register. More dot products in lockstep
+/// put more independent additions in flight; each accumulator's additions stay in order.
+#[inline(always)]
+fn dot_blocks<const W: usize, V: Lanes<W>, const Q: usize, const K: usize>(
+    pairs: [(&[[f32; 32]], &[[f32; 32]]); K],
+) -> [[V; Q]; K] {
+    let mut acc = [[V::splat(0.0); Q]; K];
+    for k in 0..pairs[0].0.len() {
+        for (acc, (a, b)) in acc.iter_mut().zip(&pairs) {
+            let (x, _) = a[k].as_chunks::<W>();
+            let (y, _) = b[k].as_chunks::<W>();
+            for q in 0..Q {
+                acc[q] = acc[q].add(V::load(&x[q]).mul(V::load(&y[q])));
+            }
         }
     }
-    let done = 32 * a32.len();
-    finish_dot(four_total(acc), &a[done..n], &b[done..n])
+    acc
 }
 
 /// [`dot`]'s accumulators combined: `(acc0 + acc1) + (acc2 + acc3)`.
@@ -328,23 +327,11 @@ pub(super) fn dot2<V: Lanes8>(a0: &[f32], b0: &[f32], a1: &[f32], b1: &[f32]) ->
     if a1.len().min(b1.len()) != n {
         return (dot::<V>(a0, b0), dot::<V>(a1, b1));
     }
-    let (a0_32, _) = a0[..n].as_chunks::<32>();
-    let (b0_32, _) = b0[..n].as_chunks::<32>();
-    let (a1_32, _) = a1[..n].as_chunks::<32>();
-    let (b1_32, _) = b1[..n].as_chunks::<32>();
-    let mut acc0 = [V::splat(0.0); 4];
-    let mut acc1 = [V::splat(0.0); 4];
-    for k in 0..a0_32.len() {
-        let (x0, _) = a0_32[k].as_chunks::<LANES>();
-        let (y0, _) = b0_32[k].as_chunks::<LANES>();
-        let (x1, _) = a1_32[k].as_chunks::<LANES>();
-        let (y1, _) = b1_32[k].as_chunks::<LANES>();
-        for q in 0..4 {
-            acc0[q] = acc0[q].add(V::load(&x0[q]).mul(V::load(&y0[q])));
-            acc1[q] = acc1[q].add(V::load(&x1[q]).mul(V::load(&y1[q])));
-        }
-    }
-    let done = 32 * a0_32.len();
+    let [acc0, acc1] = dot_blocks::<LANES, V, 4, 2>([
+        (blocks_of_32(a0, n), blocks_of_32(b0, n)),
+        (blocks_of_32(a1, n), blocks_of_32(b1, n)),
+    ]);
+    let done = n - n % 32;
     (
         finish_dot(four_total(acc0), &a0[done..n], &b0[done..n]),
         finish_dot(four_total(acc1), &a1[done..n], &b1[done..n]),
