@@ -285,9 +285,12 @@ pub(super) fn dot<V: Lanes8>(a: &[f32], b: &[f32]) -> f32 {
     finish_dot(four_total(acc), &a[done..n], &b[done..n])
 }
 
+/// Blocks of 32 elements.
+type Blocks<'a> = &'a [[f32; 32]];
+
 /// The whole blocks of 32 of `v[..n]`.
 #[inline(always)]
-fn blocks_of_32(v: &[f32], n: usize) -> &[[f32; 32]] {
+fn blocks_of_32(v: &[f32], n: usize) -> Blocks<'_> {
     v[..n].as_chunks::<32>().0
 }
 
@@ -298,7 +301,7 @@ fn blocks_of_32(v: &[f32], n: usize) -> &[[f32; 32]] {
 /// put more independent additions in flight; each accumulator's additions stay in order.
 #[inline(always)]
 fn dot_blocks<const W: usize, V: Lanes<W>, const Q: usize, const K: usize>(
-    pairs: [(&[[f32; 32]], &[[f32; 32]]); K],
+    pairs: [(Blocks, Blocks); K],
 ) -> [[V; Q]; K] {
     let mut acc = [[V::splat(0.0); Q]; K];
     for k in 0..pairs[0].0.len() {
