@@ -47,6 +47,7 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 pub mod dispatch;
+pub mod exp64;
 pub mod math;
 pub mod mixing;
 mod par;

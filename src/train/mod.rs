@@ -7,7 +7,7 @@ pub mod tbptt;
 
 use std::sync::LazyLock;
 
-use crate::kernels::math::exp_f64;
+use crate::kernels::exp64::exp_f64_in_place;
 use crate::model::{ModelKind, VOCAB};
 
 /// The training group of the output bias, which the trainer adds after the network's groups.
@@ -43,9 +43,12 @@ pub fn softmax_pdf(logits: &[f32], bias: &[f32], pdf: &mut [f64]) {
             max = *p;
         }
     }
-    let mut sum = 0.0;
     for p in pdf.iter_mut() {
-        *p = exp_f64(*p - max);
+        *p -= max;
+    }
+    exp_f64_in_place(pdf);
+    let mut sum = 0.0;
+    for p in pdf.iter() {
         sum += *p;
     }
     let mut floored_sum = 0.0;
