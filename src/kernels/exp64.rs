@@ -7,8 +7,8 @@
 //! |x| < 700, where libm takes that path (or, for |x| ≤ 2^-28, returns `1 + x`) and its final
 //! `scalbn` is one exact multiplication by 2^k. A block of four with any other argument (NaN,
 //! infinities, the overflow and underflow ranges) is computed by `libm::exp` itself. The tests
-//! compare both with `libm::exp` bit for bit over about 900,000 arguments and around each of libm's
-//! thresholds. The AVX2 form runs where the kernels' AVX2 or AVX-512 path is in force
+//! compare both with `libm::exp` bit for bit over about 900,000 arguments and around each of
+//! libm's thresholds. The AVX2 form runs where the kernels' AVX2 or AVX-512 path is in force
 //! ([`super::dispatch`]); the portable path calls `libm::exp` per element.
 
 use super::math::exp_f64;
