@@ -78,8 +78,9 @@ impl SimdPath {
             .unwrap_or(SimdPath::Portable)
     }
 
-    /// The path a value of `LMZIP_SIMD` asks for: `auto` or an empty value means [`Self::auto`]; a path this CPU lacks, or a name that is no path, is an error (never a
-    /// silent substitute, so that a test or measurement of a path runs that path).
+    /// The path a value of `LMZIP_SIMD` asks for: `auto` or an empty value means [`Self::auto`];
+    /// a path this CPU lacks, or a name that is no path, is an error (never a silent substitute,
+    /// so that a test or measurement of a path runs that path).
     pub fn from_setting(value: &str) -> Result<SimdPath, SimdChoiceError> {
         let value = value.trim();
         if value.is_empty() || value == "auto" {

@@ -2,10 +2,10 @@
 //! that every build (baseline, AVX2, `native`) and every CPU computes the same bits.
 //!
 //! `std`'s `exp`/`ln` call the platform libm and `wide`'s polynomials fuse multiply-adds when FMA
-//! is enabled; neither may touch a value that the coder sees. [`exp`] and its eight-lane form
-//! (`super::simd::exp_lanes`, every SIMD path's at every width) are one algorithm written twice, with the same
-//! operations in the same order; the rest are composed from them, and the logarithm comes from
-//! the pure-Rust `libm` crate.
+//! is enabled; neither may touch a value that the coder sees. [`exp`] and its lane form
+//! (`super::simd::exp_lanes`, every SIMD path's at every width) are one algorithm written
+//! twice, with the same operations in the same order; the rest are composed from them, and the
+//! logarithm comes from the pure-Rust `libm` crate.
 
 use wide::f32x8;
 
