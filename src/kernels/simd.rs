@@ -220,28 +220,13 @@ pub(super) trait Halves: Lanes<16> {
 /// eight lanes. The same bits, half the instructions.
 #[inline(always)]
 pub(super) fn dot_paired<V: Halves>(a: &[f32], b: &[f32]) -> f32 {
-    let n = a.len().min(b.len());
-    let [acc] = dot_blocks::<16, V, 2, 1>([(blocks_of_32(a, n), blocks_of_32(b, n))]);
-    let done = n - n % 32;
-    finish_dot(paired_total(acc), &a[done..n], &b[done..n])
+    dot_by::<16, V, 2, V::Half>(a, b, paired_total::<V>)
 }
 
 /// Two [`dot_paired`]s in lockstep, as [`dot2`] is two [`dot`]s.
 #[inline(always)]
 pub(super) fn dot2_paired<V: Halves>(a0: &[f32], b0: &[f32], a1: &[f32], b1: &[f32]) -> (f32, f32) {
-    let n = a0.len().min(b0.len());
-    if a1.len().min(b1.len()) != n {
-        return (dot_paired::<V>(a0, b0), dot_paired::<V>(a1, b1));
-    }
-    let [acc0, acc1] = dot_blocks::<16, V, 2, 2>([
-        (blocks_of_32(a0, n), blocks_of_32(b0, n)),
-        (blocks_of_32(a1, n), blocks_of_32(b1, n)),
-    ]);
-    let done = n - n % 32;
-    (
-        finish_dot(paired_total(acc0), &a0[done..n], &b0[done..n]),
-        finish_dot(paired_total(acc1), &a1[done..n], &b1[done..n]),
-    )
+    dot2_by::<16, V, 2, V::Half>((a0, b0), (a1, b1), paired_total::<V>)
 }
 
 /// `(acc0 + acc1) + (acc2 + acc3)` of [`dot`] for accumulators held as `[acc0 | acc1]` and
@@ -279,10 +264,45 @@ fn add_to<const W: usize, V: Lanes<W>>(c: &mut [f32; W], v: V) {
 /// See [`super::dot`].
 #[inline(always)]
 pub(super) fn dot<V: Lanes8>(a: &[f32], b: &[f32]) -> f32 {
+    dot_by::<LANES, V, 4, V>(a, b, four_total::<V>)
+}
+
+/// [`dot`] with its blocks of 32 in `Q` accumulators of `W` lanes ([`dot_blocks`]), which
+/// `total` combines into [`dot`]'s eight lanes `(acc0 + acc1) + (acc2 + acc3)`: [`dot`] itself
+/// at eight lanes, [`dot_paired`] at sixteen.
+#[inline(always)]
+fn dot_by<const W: usize, V: Lanes<W>, const Q: usize, H: Lanes8>(
+    a: &[f32],
+    b: &[f32],
+    total: impl Fn([V; Q]) -> H,
+) -> f32 {
     let n = a.len().min(b.len());
-    let [acc] = dot_blocks::<LANES, V, 4, 1>([(blocks_of_32(a, n), blocks_of_32(b, n))]);
+    let [acc] = dot_blocks::<W, V, Q, 1>([(blocks_of_32(a, n), blocks_of_32(b, n))]);
     let done = n - n % 32;
-    finish_dot(four_total(acc), &a[done..n], &b[done..n])
+    finish_dot(total(acc), &a[done..n], &b[done..n])
+}
+
+/// Two [`dot_by`]s in lockstep, each with its own accumulators in exactly [`dot`]'s order:
+/// twice the independent additions in flight, the same bits.
+#[inline(always)]
+fn dot2_by<const W: usize, V: Lanes<W>, const Q: usize, H: Lanes8>(
+    (a0, b0): (&[f32], &[f32]),
+    (a1, b1): (&[f32], &[f32]),
+    total: impl Fn([V; Q]) -> H + Copy,
+) -> (f32, f32) {
+    let n = a0.len().min(b0.len());
+    if a1.len().min(b1.len()) != n {
+        return (dot_by(a0, b0, total), dot_by(a1, b1, total));
+    }
+    let [acc0, acc1] = dot_blocks::<W, V, Q, 2>([
+        (blocks_of_32(a0, n), blocks_of_32(b0, n)),
+        (blocks_of_32(a1, n), blocks_of_32(b1, n)),
+    ]);
+    let done = n - n % 32;
+    (
+        finish_dot(total(acc0), &a0[done..n], &b0[done..n]),
+        finish_dot(total(acc1), &a1[done..n], &b1[done..n]),
+    )
 }
 
 /// Blocks of 32 elements.
@@ -322,23 +342,10 @@ fn four_total<V: Lanes8>(acc: [V; 4]) -> V {
     (acc[0].add(acc[1])).add(acc[2].add(acc[3]))
 }
 
-/// Two [`dot`]s in lockstep, `(dot(a0, b0), dot(a1, b1))`, each with its own accumulators in
-/// exactly [`dot`]'s order: twice the independent additions in flight, the same bits.
+/// Two [`dot`]s in lockstep, `(dot(a0, b0), dot(a1, b1))` ([`dot2_by`]).
 #[inline(always)]
 pub(super) fn dot2<V: Lanes8>(a0: &[f32], b0: &[f32], a1: &[f32], b1: &[f32]) -> (f32, f32) {
-    let n = a0.len().min(b0.len());
-    if a1.len().min(b1.len()) != n {
-        return (dot::<V>(a0, b0), dot::<V>(a1, b1));
-    }
-    let [acc0, acc1] = dot_blocks::<LANES, V, 4, 2>([
-        (blocks_of_32(a0, n), blocks_of_32(b0, n)),
-        (blocks_of_32(a1, n), blocks_of_32(b1, n)),
-    ]);
-    let done = n - n % 32;
-    (
-        finish_dot(four_total(acc0), &a0[done..n], &b0[done..n]),
-        finish_dot(four_total(acc1), &a1[done..n], &b1[done..n]),
-    )
+    dot2_by::<LANES, V, 4, V>((a0, b0), (a1, b1), four_total::<V>)
 }
 
 /// See [`super::gemv`]: one [`dot`] per row, two rows in lockstep.
