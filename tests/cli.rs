@@ -152,12 +152,12 @@ const MODES: [(&str, &[&str]); 4] = [
 ];
 
 /// The settings of the golden files that the size and mode flags do not set, over the default
-/// level's: Mamba-1's full SSM state, no mixing stage, Adam's first constants, no rate
+/// level's: Mamba-1's full SSM state and the model's convolution width, no mixing stage, Adam's first constants, no rate
 /// schedule, fixed windows, the state rebuilt after each update.
 fn golden_training(kind: ModelKind) -> &'static str {
     match kind {
         ModelKind::Mamba1 => {
-            "cfg:state=16 mix:off 0..:train(state=rebuild,b1=0.9,b2=0.999,\
+            "cfg:state=16,conv=4 mix:off 0..:train(state=rebuild,b1=0.9,b2=0.999,\
              eps=1e-8,b2warm=0,warmup=0,decay=0,floor=0,bptt0=0)"
         }
         ModelKind::Rwkv7 => {
@@ -717,7 +717,7 @@ fn levels_and_recipes_are_stored_and_decode_without_flags() {
         (
             &["-3", "l"][..],
             &[
-                "cfg:hidden=64,layers=1,intermediate=128,state=8,",
+                "cfg:hidden=64,layers=1,intermediate=128,state=8,conv=8,",
                 "lr=0.002,stride=16,bptt=16,clip=0,state=carry,",
                 "b1=0,",
                 "mix:",
