@@ -87,11 +87,17 @@ pub const LEVELS: [Level; MAX_LEVEL as usize] = [
     // The default: the fastest network that, with the full stage, stays within about 1% of the
     // larger levels' ratio on book1 and enwik6.
     Level {
-        mamba1: concat!("cfg:hidden=64,layers=1,state=8,conv=8 mix: ", train!("0.002")),
+        mamba1: concat!(
+            "cfg:hidden=64,layers=1,state=8,conv=8 mix: ",
+            train!("0.002")
+        ),
         rwkv7: concat!("cfg:hidden=64,layers=1 mix: ", train!("0.002")),
     },
     Level {
-        mamba1: concat!("cfg:hidden=96,layers=2,state=8,conv=8 mix: ", train!("0.0014")),
+        mamba1: concat!(
+            "cfg:hidden=96,layers=2,state=8,conv=8 mix: ",
+            train!("0.0014")
+        ),
         rwkv7: concat!("cfg:hidden=128,layers=1 mix: ", train!("0.0014")),
     },
     Level {
