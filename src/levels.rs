@@ -67,7 +67,7 @@ macro_rules! train_fast_ends {
 /// parameter than width. Mamba-1's small levels keep half the SSM state (8), which measured
 /// the same ratio as 16 for half the scan's work. Every Mamba-1 level convolves over the last 8
 /// positions rather than the model's 4: with the stage, 0.65% fewer bytes over twelve files of
-/// eight kinds at the default (tables and binaries 0.2–7%, text and source within ±0.1%), at
+/// eight kinds at the default (tables and binaries 0.1–7%, text and source within ±0.1%), at
 /// no measurable cost in time (README, "Convolution width").
 pub const LEVELS: [Level; MAX_LEVEL as usize] = [
     Level {
