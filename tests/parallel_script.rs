@@ -1,8 +1,9 @@
 //! scripts/parallel.sh on this machine (GNU parallel's `:` login): a file cut into blocks,
 //! compressed by separate lmzip runs, comes back as one stream that decodes to the file.
 //!
-//! Needs GNU parallel (Debian/Ubuntu: `apt-get install parallel`); the test fails, saying so,
-//! where it is missing.
+//! Needs GNU parallel (Debian/Ubuntu: `apt-get install parallel`), so it is ignored by default:
+//! `cargo test --release --test parallel_script -- --ignored` runs it (.ci/run installs parallel
+//! and does). Where parallel is missing the test fails, saying so.
 
 mod common;
 
@@ -17,6 +18,7 @@ fn script() -> std::path::PathBuf {
 }
 
 #[test]
+#[ignore = "needs GNU parallel; .ci/run installs it and runs this test by name"]
 fn the_parallel_script_round_trips_on_localhost() {
     let found = Command::new("parallel").arg("--version").output();
     assert!(
