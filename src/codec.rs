@@ -158,6 +158,7 @@ fn code_frame(
         if let Some(stage) = stage.as_deref_mut() {
             stage.set_network(quantized.cdf());
             let mut byte = 0u8;
+            let mut coded_bits = 0.0;
             for k in 0..8 {
                 let model = BitModel::new(stage.p());
                 let bit = match &mut direction {
@@ -168,13 +169,14 @@ fn code_frame(
                     }
                     Direction::Decode(dec) => dec.decode_bit(&model)?,
                 };
-                progress.bits += model.cost_bits(bit);
+                coded_bits += model.cost_bits(bit);
                 stage.update(bit as u32);
                 byte = (byte << 1) | bit as u8;
             }
             *slot = byte;
+            progress.bits += coded_bits;
             progress.bytes += 1;
-            predictor.learn(byte);
+            predictor.learn_coded(byte, coded_bits);
             if progress.bytes.is_multiple_of(PROGRESS_EVERY) {
                 report(*progress)?;
             }
@@ -190,9 +192,10 @@ fn code_frame(
                 *slot
             }
         };
-        progress.bits += quantized.cost_bits(byte);
+        let coded_bits = quantized.cost_bits(byte);
+        progress.bits += coded_bits;
         progress.bytes += 1;
-        predictor.learn(byte);
+        predictor.learn_coded(byte, coded_bits);
         if progress.bytes.is_multiple_of(PROGRESS_EVERY) {
             report(*progress)?;
         }

@@ -89,10 +89,11 @@ impl QuantizedPdf {
         self.cdf[VOCAB] = acc;
     }
 
-    /// Bits the coder spends on `byte` under this table.
+    /// Bits the coder spends on `byte` under this table. The same on every build (libm's
+    /// log2): training may weigh a byte's loss by it (`train(focus=...)`).
     pub fn cost_bits(&self, byte: u8) -> f64 {
         let f = self.cdf[byte as usize + 1] - self.cdf[byte as usize];
-        PRECISION as f64 - (f as f64).log2()
+        PRECISION as f64 - libm::log2(f as f64)
     }
 }
 
@@ -140,10 +141,10 @@ impl BitModel {
         }
     }
 
-    /// Bits the coder spends on `bit` under this model.
+    /// Bits the coder spends on `bit` under this model; the same on every build (libm's log2).
     pub fn cost_bits(&self, bit: bool) -> f64 {
         let f = if bit { self.one } else { TOTAL - self.one };
-        PRECISION as f64 - (f as f64).log2()
+        PRECISION as f64 - libm::log2(f as f64)
     }
 }
 

@@ -40,6 +40,9 @@ pub trait BytePredictor {
     fn pdf(&mut self) -> &[f64];
     /// Learns the byte that came, as the schedule says.
     fn learn(&mut self, byte: u8);
+    /// Learns the byte that came, which the coder spent `coded_bits` on: with `focus`, the
+    /// byte's loss weighs by them ([`TrainSpec::loss_weight`]). The codec calls this one.
+    fn learn_coded(&mut self, byte: u8, coded_bits: f64);
     /// The model as a model file that resumes here (call it after [`BytePredictor::learn`]).
     fn save(&self) -> Result<Vec<u8>>;
 }
@@ -110,6 +113,24 @@ enum Prepared {
     OneStep,
     /// The byte joins the pending TBPTT segment.
     Segment,
+}
+
+/// How a learned byte's loss is weighed.
+#[derive(Clone, Copy, Debug)]
+enum Weighing {
+    /// By the bits the coder spent on it, where known ([`TrainSpec::loss_weight`]).
+    Coded(Option<f64>),
+    /// As a model file saved it for a byte to learn again.
+    Saved(f32),
+}
+
+impl Weighing {
+    fn of(self, spec: &TrainSpec) -> f32 {
+        match self {
+            Weighing::Coded(bits) => spec.loss_weight(bits),
+            Weighing::Saved(w) => w,
+        }
+    }
 }
 
 /// The action in force and how far into its run the stream is.
@@ -246,9 +267,9 @@ impl<N: Network> Predictor<N> {
             end: 0,
         };
         self.pending = Some(r.replay[0]);
-        for &b in &r.replay[1..] {
+        for (&b, &w) in r.replay[1..].iter().zip(&r.replay_weights) {
             self.forward_pending();
-            self.train(b);
+            self.train(b, Weighing::Saved(w));
             self.pending = Some(b);
         }
         Ok(())
@@ -344,8 +365,9 @@ impl<N: Network> Predictor<N> {
         self.last_input = token;
     }
 
-    /// Learns `byte` as the last forward step prepared, and counts it in the run.
-    fn train(&mut self, byte: u8) {
+    /// Learns `byte` as the last forward step prepared, with its loss weighed as `weighing`
+    /// says, and counts it in the run.
+    fn train(&mut self, byte: u8, weighing: Weighing) {
         let spec = match &self.run.action {
             Action::Train(t) => *t,
             Action::Infer => {
@@ -365,7 +387,8 @@ impl<N: Network> Predictor<N> {
                 for (q, &p) in self.probs.iter_mut().zip(&self.pdf) {
                     *q = p as f32;
                 }
-                logit_gradient(&self.probs, byte, 1.0, &mut self.grad_logits);
+                let weight = weighing.of(&spec);
+                logit_gradient(&self.probs, byte, weight, &mut self.grad_logits);
                 if let Some(slot) = bias {
                     crate::kernels::add_assign(slot.of_mut(&mut self.grads), &self.grad_logits);
                 }
@@ -390,7 +413,7 @@ impl<N: Network> Predictor<N> {
             }
             Prepared::Segment => {
                 if let Some(seg) = &mut self.segment
-                    && seg.record(byte, &self.pdf)
+                    && seg.record(byte, &self.pdf, weighing.of(&spec))
                 {
                     seg.update(
                         &mut self.net,
@@ -409,6 +432,17 @@ impl<N: Network> Predictor<N> {
         // Learned: the next forward step prepares afresh.
         self.step = Prepared::Infer;
         self.run.phase += 1;
+    }
+}
+
+impl<N: Network> Predictor<N> {
+    fn learn_at(&mut self, byte: u8, coded_bits: Option<f64>) {
+        if self.pending.is_some() {
+            self.pdf();
+        }
+        self.train(byte, Weighing::Coded(coded_bits));
+        self.position += 1;
+        self.pending = Some(byte);
     }
 }
 
@@ -433,12 +467,11 @@ impl<N: Network> BytePredictor for Predictor<N> {
     }
 
     fn learn(&mut self, byte: u8) {
-        if self.pending.is_some() {
-            self.pdf();
-        }
-        self.train(byte);
-        self.position += 1;
-        self.pending = Some(byte);
+        self.learn_at(byte, None);
+    }
+
+    fn learn_coded(&mut self, byte: u8, coded_bits: f64) {
+        self.learn_at(byte, Some(coded_bits));
     }
 
     fn save(&self) -> Result<Vec<u8>> {
@@ -454,6 +487,10 @@ impl<N: Network> BytePredictor for Predictor<N> {
             None => (&self.state, Vec::new()),
         };
         replay.push(next);
+        let replay_weights = match &self.segment {
+            Some(s) if replay.len() > 1 => s.weights(),
+            _ => &[],
+        };
         let moments = self.optimizer.moments();
         resume::save(&resume::Saved {
             kind: self.recipe.kind(),
@@ -467,6 +504,7 @@ impl<N: Network> BytePredictor for Predictor<N> {
             action: &self.run.action,
             phase: self.run.phase,
             replay,
+            replay_weights,
         })
     }
 }

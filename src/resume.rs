@@ -15,6 +15,7 @@
 //! | `lmzip.action` | metadata | the action in force at the end (`infer` or `train(...)`) |
 //! | `lmzip.phase` | metadata | bytes into that action's current run (where its stride and segments stand) |
 //! | `lmzip.replay` | metadata | hex bytes: the token to feed from the saved state, then the bytes to learn again |
+//! | `lmzip.replay_weights` | metadata | with `train(focus=...)`: the weight of each byte to learn again, as f32 bit patterns (8 hex digits each, joined by `,`); absent when every weight is 1 |
 //!
 //! The replay rebuilds what cannot be saved as plain numbers: the pending TBPTT segment (its
 //! traces and the probabilities its bytes were coded with) is recomputed by feeding its bytes
@@ -49,6 +50,8 @@ pub struct Resume {
     pub phase: u64,
     /// The token to feed first, then the bytes to learn again (see the module doc).
     pub replay: Vec<u8>,
+    /// The weight of each byte to learn again (one fewer than `replay`).
+    pub replay_weights: Vec<f32>,
 }
 
 /// What a saving run hands over.
@@ -64,6 +67,8 @@ pub struct Saved<'a, N: Network> {
     pub action: &'a Action,
     pub phase: u64,
     pub replay: Vec<u8>,
+    /// The weights of the pending segment's losses (one per byte to learn again).
+    pub replay_weights: &'a [f32],
 }
 
 /// The model file of a saving run.
@@ -92,6 +97,15 @@ pub fn save<N: Network>(s: &Saved<'_, N>) -> Result<Vec<u8>> {
     .into_iter()
     .map(|(k, v)| (format!("lmzip.{k}"), v))
     .collect();
+    let mut meta = meta;
+    if s.replay_weights.iter().any(|&w| w != 1.0) {
+        let words: Vec<String> = s
+            .replay_weights
+            .iter()
+            .map(|w| format!("{:08x}", w.to_bits()))
+            .collect();
+        meta.insert("lmzip.replay_weights".into(), words.join(","));
+    }
     crate::modelfile::to_bytes(s.params, &extra, &meta)
 }
 
@@ -138,7 +152,12 @@ pub fn read<N: Network>(
             replay.len()
         );
     }
+    let replay_weights = match meta("replay_weights") {
+        None => vec![1.0; replay.len() - 1],
+        Some(text) => read_weights(text, replay.len() - 1)?,
+    };
     Ok(Resume {
+        replay_weights,
         moments,
         adam_steps: number("adam_steps")?,
         position: number("position")?,
@@ -146,6 +165,26 @@ pub fn read<N: Network>(
         phase: number("phase")?,
         replay,
     })
+}
+
+/// `lmzip.replay_weights`: `n` f32 bit patterns, each finite and within 0..=1.
+fn read_weights(text: &str, n: usize) -> Result<Vec<f32>> {
+    let weights = text
+        .split(',')
+        .map(|w| {
+            let bits = u32::from_str_radix(w, 16).ok().filter(|_| w.len() == 8);
+            bits.map(f32::from_bits)
+                .filter(|x| (0.0..=1.0).contains(x))
+                .with_context(|| format!("metadata lmzip.replay_weights: '{w}' is not a weight"))
+        })
+        .collect::<Result<Vec<f32>>>()?;
+    if weights.len() != n {
+        bail!(
+            "metadata lmzip.replay_weights has {} weights for {n} bytes to learn again",
+            weights.len()
+        );
+    }
+    Ok(weights)
 }
 
 fn read_moments(file: &ModelFile, params: &ParamSet) -> Result<Option<(Vec<f32>, Vec<f32>)>> {

@@ -153,16 +153,16 @@ const MODES: [(&str, &[&str]); 4] = [
 
 /// The settings of the golden files that the size and mode flags do not set, over the default
 /// level's: Mamba-1's full SSM state and the model's convolution width, no mixing stage, Adam's first constants, no rate
-/// schedule, fixed windows, the state rebuilt after each update.
+/// schedule, fixed windows, the state rebuilt after each update, every byte's loss at full weight.
 fn golden_training(kind: ModelKind) -> &'static str {
     match kind {
         ModelKind::Mamba1 => {
             "cfg:state=16,conv=4 mix:off 0..:train(state=rebuild,b1=0.9,b2=0.999,\
-             eps=1e-8,b2warm=0,warmup=0,decay=0,floor=0,bptt0=0)"
+             eps=1e-8,b2warm=0,warmup=0,decay=0,floor=0,bptt0=0,focus=0)"
         }
         ModelKind::Rwkv7 => {
             "mix:off 0..:train(state=rebuild,b1=0.9,b2=0.999,eps=1e-8,b2warm=0,\
-             warmup=0,decay=0,floor=0,bptt0=0)"
+             warmup=0,decay=0,floor=0,bptt0=0,focus=0)"
         }
     }
 }

@@ -63,6 +63,15 @@ fn golden_recipes() -> Vec<(String, Recipe)> {
     let second = kinds.map(|kind| adam8(kind).edit(SECOND_MIX, None).unwrap());
     let third = kinds.map(|kind| adam8(kind).edit(THIRD_MIX, None).unwrap());
     let current = kinds.map(|kind| common::with_mix(&adam8(kind)));
+    // Losses weighed by the coded bits: with the stage over segments, and alone one step at a
+    // time.
+    let focus = |kind, bptt| {
+        let rule = format!("0..:train(opt=adam,lr=0.003,bptt={bptt},stride={bptt},focus=1)");
+        common::tiny_with(kind, &rule)
+    };
+    let focused = kinds
+        .into_iter()
+        .flat_map(|kind| [common::with_mix(&focus(kind, 8)), focus(kind, 1)]);
     kinds
         .into_iter()
         .flat_map(common::modes)
@@ -70,12 +79,14 @@ fn golden_recipes() -> Vec<(String, Recipe)> {
         .chain(second)
         .chain(third)
         .chain(current)
+        .chain(focused)
         .map(|r| (golden_name(&r), r))
         .collect()
 }
 
 /// The file name of a golden recipe: its mode, with `2` after `-mix` when the stage uses a key
-/// of the second round, `3` when it uses one of the third, `4` with the fourth's `record=2`.
+/// of the second round, `3` when it uses one of the third, `4` with the fourth's `record=2`;
+/// `-focus` at the end when training weighs losses by the coded bits.
 fn golden_name(r: &Recipe) -> String {
     let later = r.mix.is_some_and(|m| m != m.with_implicit_keys());
     let third = r
@@ -88,7 +99,14 @@ fn golden_name(r: &Recipe) -> String {
         (true, false, false) => "2",
         _ => "",
     };
-    format!("{}{suffix}.lmz", common::mode_name(r).replace('/', "-"))
+    let focus = match r.to_text().contains("focus=") {
+        true => "-focus",
+        false => "",
+    };
+    format!(
+        "{}{suffix}{focus}.lmz",
+        common::mode_name(r).replace('/', "-")
+    )
 }
 
 #[test]

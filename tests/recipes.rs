@@ -5,8 +5,9 @@ use lmzip::mix::MixSpec;
 use lmzip::model::{mamba1, rwkv7};
 use lmzip::params::Scope;
 use lmzip::recipe::{
-    Action, AdamSettings, Base, Body, Curve, LiveState, LrMul, MAX_BETA, MAX_LRMUL, ModelConfig,
-    ModelKind, OptimizerKind, PERCENT_ONE, Part, Pos, RateSchedule, Recipe, Rule, Span, TrainSpec,
+    Action, AdamSettings, Base, Body, Curve, LiveState, LrMul, MAX_BETA, MAX_FOCUS, MAX_LRMUL,
+    ModelConfig, ModelKind, OptimizerKind, PERCENT_ONE, Part, Pos, RateSchedule, Recipe, Rule,
+    Span, TrainSpec,
 };
 use proptest::prelude::*;
 
@@ -148,6 +149,11 @@ fn action(groups: usize) -> impl Strategy<Value = Action> {
             mul
         }),
     ];
+    // Losses weighed by the coded bits: off, or every f32 bit pattern up to the bound.
+    let focus = prop_oneof![
+        Just(0.0f32),
+        (1u32..=MAX_FOCUS.to_bits()).prop_map(f32::from_bits)
+    ];
     let train = (
         1u32..(1 << groups),
         any::<bool>(),
@@ -159,10 +165,21 @@ fn action(groups: usize) -> impl Strategy<Value = Action> {
         any::<bool>(),
         settings,
         growth,
-        lrmul,
+        (lrmul, focus),
     )
         .prop_map(
-            |(scope, adam, lr, clip, bptt, gap, carry, (settings, rate), (first, grow), lrmul)| {
+            |(
+                scope,
+                adam,
+                lr,
+                clip,
+                bptt,
+                gap,
+                carry,
+                (settings, rate),
+                (first, grow),
+                (lrmul, focus),
+            )| {
                 // Any first window: with gaps or at bptt and above it has no effect, but is kept.
                 let bptt0 = first;
                 Action::Train(TrainSpec {
@@ -186,6 +203,7 @@ fn action(groups: usize) -> impl Strategy<Value = Action> {
                     bptt0,
                     grow,
                     lrmul,
+                    focus,
                 })
             },
         );

@@ -331,3 +331,44 @@ fn assert_pinned(schedule: &str, pins: &[(usize, &str)]) {
         "compressed bytes changed; see golden_compressed_bytes"
     );
 }
+
+/// Losses weighed by the bits the coder spent (`focus`): one-step Adam then Adam over segments,
+/// without the mixing stage (the network's own coded cost) and with it (the stage's).
+const FOCUS: &str = "0..1500:train(opt=adam,lr=0.003,focus=1) \
+    1500..:train(opt=adam,lr=0.003,bptt=8,state=carry,focus=2)";
+
+#[test]
+fn both_models_round_trip_with_focus_and_focus_zero_changes_nothing() {
+    let data = text(4000);
+    let rule = "0..:train(opt=adam,lr=0.003,bptt=8";
+    for kind in [ModelKind::Mamba1, ModelKind::Rwkv7] {
+        let recipe = tiny_with(kind, FOCUS);
+        assert!(
+            recipe.to_text().contains(",focus=1)") && recipe.to_text().contains(",focus=2)"),
+            "{}",
+            recipe.to_text()
+        );
+        let staged = common::with_mix(&recipe);
+        for (name, data) in [("text", text(4000)), ("short", text(650))] {
+            assert_round_trip(&recipe, name, &data);
+            assert_round_trip(&staged, name, &data);
+        }
+        for (name, data) in samples() {
+            assert_round_trip(&staged, name, &data);
+        }
+        let packed = |extra: &str| {
+            compress_bytes(&tiny_with(kind, &format!("{rule}{extra})")), &data).unwrap()
+        };
+        let plain = packed("");
+        assert_eq!(packed(",focus=0"), plain);
+        assert_ne!(packed(",focus=1"), plain);
+    }
+}
+
+/// The focused schedule pinned like the other modes.
+#[test]
+fn golden_focus() {
+    assert_pinned(FOCUS, GOLDEN_FOCUS);
+}
+
+const GOLDEN_FOCUS: &[(usize, &str)] = &[(1041, "80eebd14d0c84c0d"), (947, "528f5e01f8e8ebc0")];

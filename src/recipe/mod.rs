@@ -41,7 +41,8 @@ pub use parse::{declared_kind, file_path};
 pub use print::print_action;
 pub use syntax::{RecipeError, hex};
 pub use train::{
-    MAX_BETA, MAX_BPTT, MAX_LRMUL, MAX_STRIDE, MAX_WARMUP, TRAIN_KEYS, TrainKey, TrainSpec,
+    FOCUS_FLOOR, MAX_BETA, MAX_BPTT, MAX_FOCUS, MAX_LRMUL, MAX_STRIDE, MAX_WARMUP, TRAIN_KEYS,
+    TrainKey, TrainSpec,
 };
 
 /// Most working memory a recipe may need in this build, as [`working_floats`]

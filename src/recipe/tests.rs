@@ -77,7 +77,8 @@ fn canonical_text_of_a_level_recipe() {
         "mamba1 cfg:hidden=128,layers=3,intermediate=256,state=16,conv=8,dt_rank=8,seed=0 \
          mix:orders=6,word=1,sparse=1,match=22,sse=1,table=22,rate=3,conf=1,pword=1,select=1,record=2,ext=31 \
          0..:train(scope=all,opt=adam,lr=0.0007,stride=16,bptt=16,clip=0,state=carry,b1=0,b2=0.9995,\
-         eps=1e-6,b2warm=1,decay=0.0004,floor=0.3,bptt0=4,lrmul=embed*4+head*4+bias*4)"
+         eps=1e-6,b2warm=1,decay=0.0004,floor=0.3,bptt0=4,lrmul=embed*4+head*4+bias*4,\
+         focus=1)"
     );
     assert_eq!(Recipe::parse(&r.to_text()).unwrap(), r);
 }
@@ -109,7 +110,7 @@ fn fragments_edit_the_template() {
         from_level.to_text().ends_with(
             "0..:train(scope=all,opt=sgd,lr=0.0007,stride=16,bptt=16,clip=0,state=carry,b1=0,\
                         b2=0.9995,eps=1e-6,b2warm=1,decay=0.0004,floor=0.3,bptt0=4,\
-                        lrmul=embed*4+head*4+bias*4)"
+                        lrmul=embed*4+head*4+bias*4,focus=1)"
         ),
         "{}",
         from_level.to_text()
@@ -217,6 +218,7 @@ fn the_train_key_table_gives_defaults_order_and_messages() {
             bptt0: 0,
             grow: 12,
             lrmul: LrMul::ONE,
+            focus: 0.0,
         };
         assert_eq!(t, expected);
         t.validate(kind).unwrap();
@@ -227,7 +229,7 @@ fn the_train_key_table_gives_defaults_order_and_messages() {
     assert_eq!(
         err.message,
         "train has no key 'bppt' (keys: scope, opt, lr, stride, bptt, clip, state, b1, b2, eps, \
-         b2warm, warmup, decay, power, floor, curve, bptt0, grow, lrmul)"
+         b2warm, warmup, decay, power, floor, curve, bptt0, grow, lrmul, focus)"
     );
     let stored = mamba().to_text().replace(",lr=0.0007", "");
     let err = Recipe::parse(&stored).unwrap_err();
@@ -626,7 +628,7 @@ fn lrmul_reads_prints_in_group_order_and_keeps_old_texts() {
             head.to_text(),
             level
                 .to_text()
-                .replace(",bptt0=4)", ",bptt0=4,lrmul=head*2)")
+                .replace(",bptt0=4,focus=1)", ",bptt0=4,lrmul=head*2,focus=1)")
         );
     }
 }
@@ -644,7 +646,7 @@ fn curve_reads_prints_stores_and_keeps_old_texts() {
     assert_eq!(points, [(0, 2.0), (5000, 1.0), (20000, 0.25)]);
     let text = r.to_text();
     assert!(
-        text.contains(",floor=0.3,curve=0*2+5000*1+20000*0.25,bptt0=4)"),
+        text.contains(",floor=0.3,curve=0*2+5000*1+20000*0.25,bptt0=4,focus=1)"),
         "{text}"
     );
     let back = Recipe::parse(&text).unwrap();
@@ -783,4 +785,33 @@ fn lrmul_errors_name_the_problem_and_point_at_the_value() {
     for kind in ModelKind::ALL {
         assert!(crate::train::trained_groups(kind).len() <= crate::train::optim::MAX_GROUPS);
     }
+}
+
+#[test]
+fn focus_reads_prints_and_weighs_by_the_coded_bits() {
+    let focused = mamba().edit("0..:train(focus=1.5)", None).unwrap();
+    assert!(
+        focused.to_text().contains(",focus=1.5)"),
+        "{}",
+        focused.to_text()
+    );
+    let off = mamba().edit("0..:train(focus=-0)", None).unwrap();
+    assert!(!off.to_text().contains("focus"), "{}", off.to_text());
+    for bad in ["-1", "65", "inf", "x"] {
+        let err = mamba()
+            .edit(&format!("0..:train(focus={bad})"), None)
+            .unwrap_err();
+        assert!(err.message.contains("focus"), "{bad}: {}", err.message);
+    }
+    let spec = |focus: f32| TrainSpec {
+        focus,
+        ..TrainSpec::defaults(ModelKind::Mamba1)
+    };
+    // Full weight from `focus` bits on, proportional below, never under the floor.
+    assert_eq!(spec(1.0).loss_weight(Some(3.0)), 1.0);
+    assert_eq!(spec(1.0).loss_weight(Some(0.5)), 0.5);
+    assert_eq!(spec(2.0).loss_weight(Some(0.5)), 0.25);
+    assert_eq!(spec(1.0).loss_weight(Some(0.01)), FOCUS_FLOOR as f32);
+    assert_eq!(spec(1.0).loss_weight(None), 1.0);
+    assert_eq!(spec(0.0).loss_weight(Some(0.01)), 1.0);
 }

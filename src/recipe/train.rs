@@ -44,7 +44,17 @@ pub struct TrainSpec {
     pub grow: usize,
     /// Per-group multipliers of the learning rate (1 for every group: none).
     pub lrmul: LrMul,
+    /// Bits at which a byte's loss takes its full weight, 0 for none: a byte the coder spent
+    /// `c` bits on weighs `clamp(c / focus, FOCUS_FLOOR, 1)` ([`TrainSpec::loss_weight`]), so
+    /// the network learns most where the mix predicted worst.
+    pub focus: f32,
 }
+
+/// The least weight of a byte's loss with `focus` (measured against 0, 0.05 and 0.35 with the
+/// mixing stage, docs/experiments.md).
+pub const FOCUS_FLOOR: f64 = 0.2;
+/// Largest accepted `focus`, in bits (a byte costs at most a few dozen).
+pub const MAX_FOCUS: f32 = 64.0;
 
 /// Largest accepted TBPTT window.
 pub const MAX_BPTT: usize = 4096;
@@ -80,7 +90,7 @@ pub struct TrainKey {
 }
 
 /// The keys of `train(...)` in canonical order.
-pub static TRAIN_KEYS: [TrainKey; 19] = [
+pub static TRAIN_KEYS: [TrainKey; 20] = [
     TrainKey {
         name: "scope",
         read: |t, v, kind| {
@@ -321,6 +331,25 @@ pub static TRAIN_KEYS: [TrainKey; 19] = [
         default: "1",
         implicit: Some("1"),
     },
+    TrainKey {
+        name: "focus",
+        read: |t, v, _| {
+            let x = decimal(v, "focus")?;
+            // -0 reads as 0, so that "off" has one text.
+            t.focus = if x == 0.0 { 0.0 } else { x };
+            Ok(())
+        },
+        print: |t, _| t.focus.to_string(),
+        check: |t, _| match (0.0..=MAX_FOCUS).contains(&t.focus) {
+            true => Ok(()),
+            false => Err(format!(
+                "focus {} is out of range (0 for none, or up to {MAX_FOCUS} bits)",
+                t.focus
+            )),
+        },
+        default: "0",
+        implicit: Some("0"),
+    },
 ];
 
 /// The key named `name`.
@@ -555,6 +584,7 @@ impl TrainSpec {
             bptt0: 0,
             grow: 12,
             lrmul: LrMul::ONE,
+            focus: 0.0,
         };
         for key in &TRAIN_KEYS {
             // A test reads every default of every model.
@@ -601,6 +631,17 @@ impl TrainSpec {
         match self.grows() {
             true => grown_window(self.bptt0, self.grow, self.bptt, steps),
             false => self.bptt,
+        }
+    }
+
+    /// The weight of the loss of a byte that cost `coded_bits` to code (`None`: not known, full
+    /// weight). Computed in f64 from the coder's own numbers, so both sides agree.
+    pub fn loss_weight(&self, coded_bits: Option<f64>) -> f32 {
+        match coded_bits {
+            Some(bits) if self.focus > 0.0 => {
+                (bits / self.focus as f64).clamp(FOCUS_FLOOR, 1.0) as f32
+            }
+            _ => 1.0,
         }
     }
 

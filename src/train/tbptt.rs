@@ -100,6 +100,8 @@ pub struct Tbptt<N: Network> {
     /// probabilities it was coded with (`window × 256`).
     inputs: Vec<u8>,
     targets: Vec<u8>,
+    /// The weight of each recorded byte's loss (1 but with `focus`).
+    weights: Vec<f32>,
     probs: Vec<f32>,
     /// Traces of the current chunk, indexed by position within the chunk.
     traces: Vec<N::Trace>,
@@ -118,6 +120,7 @@ impl<N: Network> Tbptt<N> {
             checkpoints: Vec::with_capacity(window.div_ceil(chunk)),
             inputs: Vec::with_capacity(window),
             targets: Vec::with_capacity(window),
+            weights: Vec::with_capacity(window),
             probs: Vec::with_capacity(window * VOCAB),
             traces: (0..chunk).map(|_| net.new_trace()).collect(),
             carry: net.new_carry(),
@@ -171,10 +174,16 @@ impl<N: Network> Tbptt<N> {
             .map(|s| (s, self.inputs.as_slice()))
     }
 
-    /// Records the byte that came after the last [`Tbptt::forward`] and the probabilities it
-    /// was coded with; returns true when the segment is complete.
-    pub fn record(&mut self, target: u8, pdf: &[f64]) -> bool {
+    /// The weights of the recorded bytes' losses.
+    pub fn weights(&self) -> &[f32] {
+        &self.weights
+    }
+
+    /// Records the byte that came after the last [`Tbptt::forward`], the probabilities it
+    /// was coded with and the weight of its loss; returns true when the segment is complete.
+    pub fn record(&mut self, target: u8, pdf: &[f64], weight: f32) -> bool {
         self.targets.push(target);
+        self.weights.push(weight);
         self.probs.extend(pdf.iter().map(|&p| p as f32));
         self.targets.len() == self.length
     }
@@ -222,7 +231,8 @@ impl<N: Network> Tbptt<N> {
             for j in (lo..hi).rev() {
                 let probs = &self.probs[j * VOCAB..(j + 1) * VOCAB];
                 let g = &mut self.grad_logits[(j - lo) * VOCAB..(j - lo + 1) * VOCAB];
-                logit_gradient(probs, self.targets[j], scale, g);
+                // A weight of 1 leaves `scale` as it is, bit for bit.
+                logit_gradient(probs, self.targets[j], scale * self.weights[j], g);
                 if let Some(slot) = bias {
                     crate::kernels::add_assign(slot.of_mut(grads), g);
                 }
@@ -250,6 +260,7 @@ impl<N: Network> Tbptt<N> {
         self.checkpoints.clear();
         self.inputs.clear();
         self.targets.clear();
+        self.weights.clear();
         self.probs.clear();
     }
 }
@@ -298,7 +309,7 @@ mod tests {
         for (j, pair) in text.windows(2).enumerate() {
             let logits = seg.forward(&mut net, &params, &mut state, pair[0]);
             softmax_pdf(logits, &zero_bias, &mut pdf);
-            let full = seg.record(pair[1], &pdf);
+            let full = seg.record(pair[1], &pdf, 1.0);
             assert_eq!(full, (j + 1) % window == 0);
             if full || j + 2 == text.len() {
                 seg.update(
