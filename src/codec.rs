@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 
 use anyhow::{Context, Result};
 
-use crate::coder::{BitModel, Decoder, Encoder, QuantizedPdf};
+use crate::coder::{BitModel, ByteShares, Decoder, Encoder, QuantizedPdf};
 use crate::format::{self, FRAME_MAX, FormatError};
 use crate::mix::Stage;
 use crate::modelfile::Weights;
@@ -158,7 +158,7 @@ fn code_frame(
         if let Some(stage) = stage.as_deref_mut() {
             stage.set_network(quantized.cdf());
             let mut byte = 0u8;
-            let mut coded_bits = 0.0;
+            let mut shares = ByteShares::new();
             for k in 0..8 {
                 let model = BitModel::new(stage.p());
                 let bit = match &mut direction {
@@ -169,11 +169,12 @@ fn code_frame(
                     }
                     Direction::Decode(dec) => dec.decode_bit(&model)?,
                 };
-                coded_bits += model.cost_bits(bit);
+                shares.push(&model, bit);
                 stage.update(bit as u32);
                 byte = (byte << 1) | bit as u8;
             }
             *slot = byte;
+            let coded_bits = shares.bits();
             progress.bits += coded_bits;
             progress.bytes += 1;
             predictor.learn_coded(byte, coded_bits);

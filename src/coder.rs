@@ -141,10 +141,43 @@ impl BitModel {
         }
     }
 
-    /// Bits the coder spends on `bit` under this model; the same on every build (libm's log2).
+    /// Bits the coder spends on `bit` under this model.
     pub fn cost_bits(&self, bit: bool) -> f64 {
         let f = if bit { self.one } else { TOTAL - self.one };
         PRECISION as f64 - libm::log2(f as f64)
+    }
+
+    /// The 12-bit share of `bit` (1..4096).
+    fn share(&self, bit: bool) -> u32 {
+        let one = self.one >> (PRECISION - BIT_PRECISION);
+        if bit { one } else { (1 << BIT_PRECISION) - one }
+    }
+}
+
+/// The probability the coder gave a byte coded as 8 [`BitModel`] decisions: the product of
+/// their 12-bit shares, exact in 96 bits, so that its cost in bits is one logarithm per byte
+/// and the same on every build.
+pub struct ByteShares(u128);
+
+impl ByteShares {
+    pub fn new() -> Self {
+        ByteShares(1)
+    }
+
+    /// Counts the decision `bit` coded under `model`.
+    pub fn push(&mut self, model: &BitModel, bit: bool) {
+        self.0 *= model.share(bit) as u128;
+    }
+
+    /// Bits spent on the byte (after its 8 decisions), by libm's log2.
+    pub fn bits(&self) -> f64 {
+        (8 * BIT_PRECISION) as f64 - libm::log2(self.0 as f64)
+    }
+}
+
+impl Default for ByteShares {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
@@ -249,6 +282,22 @@ impl Decoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bytes_shares_cost_what_its_decisions_cost() {
+        // The most skewed decisions both ways: 4095 and 1 in 4096 each.
+        for p in [1, 7, 2048, 3000, 4095] {
+            for bit in [false, true] {
+                let model = BitModel::new(p);
+                let mut shares = ByteShares::new();
+                for _ in 0..8 {
+                    shares.push(&model, bit);
+                }
+                let sum = 8.0 * model.cost_bits(bit);
+                assert!((shares.bits() - sum).abs() < 1e-9, "{p} {bit}");
+            }
+        }
+    }
 
     fn skewed_pdf(seed: u64) -> Vec<f64> {
         let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
