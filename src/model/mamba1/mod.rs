@@ -30,7 +30,7 @@ use crate::flat_group;
 use crate::kernels;
 use crate::model::layers::{Linear, rms_norm, rms_norm_backward, two_mut};
 use crate::model::layout::Layout;
-use crate::model::{Build, Network, StateTensor, VOCAB};
+use crate::model::{Build, Layouts, Network, VOCAB};
 use crate::params::{Group, InitRng, ParamSet, Scope, Slot, TensorSource};
 
 /// Training groups, indexed by [`Group`].
@@ -795,28 +795,11 @@ impl Network for Mamba1 {
         GROUPS
     }
 
-    fn new_state(&self) -> Vec<f32> {
-        self.state_layout.layout.zeros()
-    }
-
-    fn new_trace(&self) -> Vec<f32> {
-        self.trace_layout.layout.zeros()
-    }
-
-    fn new_carry(&self) -> Vec<f32> {
-        self.new_state()
-    }
-
-    fn clear_carry(&self, carry: &mut Vec<f32>) {
-        carry.fill(0.0);
-    }
-
-    fn state_tensors<'s>(&self, state: &'s Vec<f32>) -> Vec<StateTensor<&'s [f32]>> {
-        crate::model::state_tensors(&self.state_layout.layout, state)
-    }
-
-    fn state_tensors_mut<'s>(&self, state: &'s mut Vec<f32>) -> Vec<StateTensor<&'s mut [f32]>> {
-        crate::model::state_tensors_mut(&self.state_layout.layout, state)
+    fn layouts(&self) -> Layouts<'_> {
+        Layouts {
+            state: &self.state_layout.layout,
+            trace: &self.trace_layout.layout,
+        }
     }
 
     fn refresh(&mut self, params: &ParamSet) {
