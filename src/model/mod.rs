@@ -7,6 +7,22 @@
 //!
 //! [`Slot`]: crate::params::Slot
 
+/// Declares a network's training groups once, in their order: `GROUPS`, the names indexed by
+/// [`crate::params::Group`], and a constant `NAME: Group` for each.
+macro_rules! training_groups {
+    ($($(#[$doc:meta])* $konst:ident = $name:literal),* $(,)?) => {
+        /// Training groups, indexed by [`crate::params::Group`].
+        pub const GROUPS: &[&str] = &[$($name),*];
+        training_groups!(@index 0, $($(#[$doc])* $konst),*);
+    };
+    (@index $i:expr, $(#[$doc:meta])* $first:ident $(, $(#[$rdoc:meta])* $rest:ident)*) => {
+        $(#[$doc])*
+        const $first: $crate::params::Group = $i;
+        training_groups!(@index $i + 1, $($(#[$rdoc])* $rest),*);
+    };
+    (@index $i:expr $(,)?) => {};
+}
+
 pub mod config;
 #[cfg(test)]
 pub mod gradcheck;

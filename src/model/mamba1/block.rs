@@ -14,7 +14,7 @@
 
 use std::ops::Range;
 
-use super::conv::{conv_backward, conv_forward, conv_param_grads};
+use super::conv::{self, conv_forward, conv_param_grads};
 use super::scan::{
     ScanGrads, ScanInput, ScanTrace, gate_backward, gate_forward, scan_backward, scan_forward,
     softplus_backward, softplus_forward,
@@ -269,6 +269,10 @@ impl<'a> Seg<'a> {
     }
 }
 
+/// What the stateful parts of a block's backward read: the block, the parameters and the
+/// segment's traces.
+type Walk<'w, 'a> = (&'w Block<'a>, &'w ParamSet, &'w Seg<'a>);
+
 /// What a block's backward writes into: the flat gradient buffer, the trained groups, and the
 /// block's part of the carried state gradient (none for a one-step update).
 pub(super) struct BlockGrads<'a> {
@@ -304,7 +308,7 @@ pub(super) fn backward(
     ls.out_proj
         .backward_steps(params, g_out, &y[..n], g.h, (g.y, i), false);
     // 9–7. the gate, the scan (through the SSM state's gradient), softplus
-    ssm_backward(b, params, seg, g, (&mut *grads, scope), carry_ssm);
+    ssm_backward((b, params, seg), g, (&mut *grads, scope), carry_ssm);
     //      dt_pre = dt_proj_w · δ + dt_proj_b:  writes δ's gradient into each step's proj
     let delta = seg.rows(|v| &v.proj[..r]);
     let g_dt = proj.then_some(&mut *grads);
@@ -317,7 +321,7 @@ pub(super) fn backward(
     ls.x_proj
         .backward_steps(params, g_x, &u[..n], g.proj, (g.u, i), true);
     // 5. u = silu(conv_pre);  4. the convolution (through its window's gradient)
-    conv_backward_steps(b, params, seg, g, (&mut *grads, scope), carry_conv);
+    conv_backward((b, params, seg), g, (&mut *grads, scope), carry_conv);
     // 3. xz = in_proj_w · norm + in_proj_b
     let norm = seg.rows(|v| v.norm);
     let g_in = proj.then_some(&mut *grads);
@@ -336,9 +340,7 @@ pub(super) fn backward(
 /// the z half of `g.xz`), the scan channel by channel (through `carry`, the block's SSM state
 /// gradient) and the softplus of Δ, leaving dL/du in `g.u` and dL/d(dt_pre) in `g.dt_pre`.
 fn ssm_backward(
-    b: &Block,
-    params: &ParamSet,
-    seg: &Seg,
+    (b, params, seg): Walk,
     g: &mut StepGrads<&mut [f32]>,
     (grads, scope): (&mut [f32], Scope),
     mut carry: Option<&mut [f32]>,
@@ -387,10 +389,8 @@ fn ssm_backward(
 /// Steps 5 and 4 of a block walked back, last step first: the SiLU after the convolution and
 /// the convolution itself (through `carry`, its window's gradient), from dL/du in `g.u`
 /// (left as dL/dconv_pre) to dL/dx in the x half of `g.xz`.
-fn conv_backward_steps(
-    b: &Block,
-    params: &ParamSet,
-    seg: &Seg,
+fn conv_backward(
+    (b, params, seg): Walk,
     g: &mut StepGrads<&mut [f32]>,
     (grads, scope): (&mut [f32], Scope),
     mut carry: Option<&mut [f32]>,
@@ -407,6 +407,6 @@ fn conv_backward_steps(
             conv_param_grads(g_u, &v.xz[..i], v.conv_prev, g_w, g_b, k);
         }
         let g_x = &mut row_mut(g.xz, t, 2 * i)[..i];
-        conv_backward(params.get(ls.conv_w), g_u, g_x, carry.as_deref_mut(), k);
+        conv::conv_backward(params.get(ls.conv_w), g_u, g_x, carry.as_deref_mut(), k);
     }
 }

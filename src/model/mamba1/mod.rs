@@ -25,23 +25,16 @@ use crate::kernels;
 use crate::model::layers::{Linear, MAX_STEPS, rms_norm, rms_norm_backward_steps};
 use crate::model::layout::{Blocks, Layout, carve, carve_mut, register};
 use crate::model::{Build, Layouts, Network, VOCAB};
-use crate::params::{Group, InitRng, ParamSet, Scope, Slot, TensorSource};
+use crate::params::{InitRng, ParamSet, Scope, Slot, TensorSource};
 
-/// Training groups, indexed by [`Group`].
-pub const GROUPS: &[&str] = &[
-    "embed",
-    "layer_norm",
-    "mixer_conv",
-    "mixer_ssm",
-    "mixer_proj",
-    "head",
-];
-const EMBED: Group = 0;
-const LAYER_NORM: Group = 1;
-const MIXER_CONV: Group = 2;
-const MIXER_SSM: Group = 3;
-const MIXER_PROJ: Group = 4;
-const HEAD: Group = 5;
+training_groups! {
+    EMBED = "embed",
+    LAYER_NORM = "layer_norm",
+    MIXER_CONV = "mixer_conv",
+    MIXER_SSM = "mixer_ssm",
+    MIXER_PROJ = "mixer_proj",
+    HEAD = "head",
+}
 
 /// RMSNorm epsilon of the reference implementation.
 const NORM_EPS: f32 = 1e-5;
@@ -487,14 +480,12 @@ impl Mamba1 {
 
     /// Walks the traced steps `traces` back (T ≤ [`MAX_STEPS`]), last first, with
     /// `grad_logits` one row of [`VOCAB`] per step (see [`Network::backward_steps`]).
-    #[allow(clippy::too_many_arguments)]
+    /// The gradients go to `out`: the trained groups and the flat gradient buffer.
     fn backward_segment(
         &mut self,
         params: &ParamSet,
-        traces: &[Vec<f32>],
-        grad_logits: &[f32],
-        scope: Scope,
-        grads: &mut [f32],
+        (traces, grad_logits): (&[Vec<f32>], &[f32]),
+        out: (Scope, &mut [f32]),
         carry: Option<&mut [f32]>,
     ) {
         let (m, b, n) = (&self.model, &mut self.bufs, traces.len());
@@ -503,7 +494,7 @@ impl Mamba1 {
             b.grad_steps = n;
         }
         let mut g = step_grads(&m.cfg, b.grad_steps, &mut carve_mut(&mut b.grads));
-        m.backward(params, traces, grad_logits, (scope, grads), carry, &mut g);
+        m.backward(params, traces, grad_logits, out, carry, &mut g);
     }
 }
 
@@ -526,8 +517,8 @@ impl Model {
         step_trace(&self.cfg, &mut carve(&tr[..self.trace_layout.top]))
     }
 
-    /// The steps of a segment walked back: the head (11), the blocks last first (10–2), the
-    /// embedding (1).
+    /// The steps of a segment walked back, each over all its steps: the head (11), the blocks
+    /// last first (10–2), the embedding (1).
     fn backward(
         &self,
         params: &ParamSet,
@@ -541,7 +532,21 @@ impl Model {
         if !below.iter().any(|&gr| scope.has(gr)) {
             return self.head_only_backward(traces, grad_logits, scope, grads, carry);
         }
-        self.head_backward(params, traces, grad_logits, (scope, &mut *grads), g);
+        // 11. logits = lm_head · norm_f,  norm_f = rms(h_final) · final_norm_w
+        let (sl, hid, n) = (&self.slots, self.cfg.hidden, traces.len());
+        let mut norm_f: [&[f32]; MAX_STEPS] = [&[]; MAX_STEPS];
+        let mut h_final: [&[f32]; MAX_STEPS] = [&[]; MAX_STEPS];
+        for (t, tr) in traces.iter().enumerate() {
+            let top = self.step_trace(tr);
+            (norm_f[t], h_final[t]) = (top.norm_f, top.h_final);
+        }
+        let g_head = scope.has(HEAD).then_some(&mut *grads);
+        let g_norm = (&mut *g.norm, hid);
+        sl.lm_head
+            .backward_steps(params, g_head, &norm_f[..n], grad_logits, g_norm, false);
+        let gw = scope.has(LAYER_NORM).then(|| sl.final_norm_w.of_mut(grads));
+        let w = params.get(sl.final_norm_w);
+        rms_norm_backward_steps(&h_final[..n], w, NORM_EPS, g.norm, g.h, gw);
         // 10–2. the blocks, last first
         for l in (0..self.cfg.layers).rev() {
             let range = self.trace_layout.layers[l].clone();
@@ -559,7 +564,6 @@ impl Model {
         }
         // 1. h = embed[token]
         if scope.has(EMBED) {
-            let hid = self.cfg.hidden;
             for (t, tr) in traces.iter().enumerate().rev() {
                 let token = self.step_trace(tr).token[0] as usize;
                 let row = self.slots.embed.row(token, hid);
@@ -589,33 +593,6 @@ impl Model {
         if let Some(c) = carry {
             c.fill(0.0);
         }
-    }
-
-    /// Step 11 walked back, logits = lm_head · rms(h_final) · final_norm_w: leaves
-    /// dL/dh_final in the rows of `g.h`.
-    fn head_backward(
-        &self,
-        params: &ParamSet,
-        traces: &[Vec<f32>],
-        grad_logits: &[f32],
-        (scope, grads): (Scope, &mut [f32]),
-        g: &mut StepGrads<&mut [f32]>,
-    ) {
-        let (sl, hid, n) = (&self.slots, self.cfg.hidden, traces.len());
-        let mut norm_f: [&[f32]; MAX_STEPS] = [&[]; MAX_STEPS];
-        let mut h_final: [&[f32]; MAX_STEPS] = [&[]; MAX_STEPS];
-        for (t, tr) in traces.iter().enumerate() {
-            let top = self.step_trace(tr);
-            (norm_f[t], h_final[t]) = (top.norm_f, top.h_final);
-        }
-        let g_head = scope.has(HEAD).then_some(&mut *grads);
-        let g_norm = (&mut *g.norm, hid);
-        sl.lm_head
-            .backward_steps(params, g_head, &norm_f[..n], grad_logits, g_norm, false);
-        //     norm_f = rms(h_final) · final_norm_w
-        let gw = scope.has(LAYER_NORM).then(|| sl.final_norm_w.of_mut(grads));
-        let w = params.get(sl.final_norm_w);
-        rms_norm_backward_steps(&h_final[..n], w, NORM_EPS, g.norm, g.h, gw);
     }
 }
 
@@ -684,7 +661,7 @@ impl Network for Mamba1 {
         carry: Option<&mut Vec<f32>>,
     ) {
         let (traces, carry) = (std::slice::from_ref(tr), carry.map(|c| c.as_mut_slice()));
-        self.backward_segment(params, traces, grad_logits, scope, grads, carry);
+        self.backward_segment(params, (traces, grad_logits), (scope, grads), carry);
     }
 
     fn advance_steps(&mut self, params: &ParamSet, state: &mut Vec<f32>, tokens: &[u8]) {
@@ -706,7 +683,8 @@ impl Network for Mamba1 {
             let start = end.saturating_sub(MAX_STEPS);
             let g = &grad_logits[start * VOCAB..end * VOCAB];
             let part = &traces[start..end];
-            self.backward_segment(params, part, g, scope, grads, Some(carry));
+            let out = (scope, &mut *grads);
+            self.backward_segment(params, (part, g), out, Some(carry));
             end = start;
         }
     }

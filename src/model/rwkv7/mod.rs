@@ -43,30 +43,22 @@ use crate::kernels;
 use crate::model::layers::{layer_norm, layer_norm_backward, layer_norm_param_grads};
 use crate::model::layout::{Blocks, Layout, carve, carve_mut, register};
 use crate::model::{Build, Layouts, Network, VOCAB};
-use crate::params::{Group, InitRng, ParamSet, Scope, Slot, TensorSource};
+use crate::params::{InitRng, ParamSet, Scope, Slot, TensorSource};
 
 use block::GradScratch;
 use ffn::FfnWeights;
 use low_rank::{Inner, LowRank};
 
-/// Training groups of RWKV-7, indexed by [`crate::params::Group`].
-pub const GROUPS: &[&str] = &[
-    "embed",
-    "pre_norm",
-    "attn_norm",
-    "ffn_norm",
-    "attn",
-    "ffn",
-    "head",
-];
-const EMBED: Group = 0;
-const PRE_NORM: Group = 1;
-const ATTN_NORM: Group = 2;
-const FFN_NORM: Group = 3;
-const ATTN: Group = 4;
-const FFN: Group = 5;
-/// The LM head and the final LayerNorm, trained together as in the reference.
-const HEAD: Group = 6;
+training_groups! {
+    EMBED = "embed",
+    PRE_NORM = "pre_norm",
+    ATTN_NORM = "attn_norm",
+    FFN_NORM = "ffn_norm",
+    ATTN = "attn",
+    FFN = "ffn",
+    /// The LM head and the final LayerNorm, trained together as in the reference.
+    HEAD = "head",
+}
 // Group 7, "bias", is the predictor's output bias: no tensor of the network belongs to it.
 
 /// Width of one head; the WKV state of a head is `N × N`.
@@ -649,9 +641,9 @@ impl Rwkv7 {
                 lt.x_in.copy_from_slice(x);
             }
             // 3.–16. x += W_o · attention(LN_attn(x))
-            block::time_mix_forward(ls, &params.data, &mut st, &mut lt, top.v_first, x, traced);
+            block::time_mix_forward((ls, &params.data), &mut st, &mut lt, top.v_first, x, traced);
             // 17.–20. x += W_value · relu(W_key · shift(LN_ffn(x)))²
-            block::channel_mix_forward(ls, &params.data, &mut st, &mut lt, x, block_out);
+            block::channel_mix_forward((ls, &params.data), &mut st, &mut lt, x, block_out);
         }
         // 21. logits = lm_head · LN_out(x)
         if logits {
