@@ -29,10 +29,9 @@ pub struct WkvInputs<'a> {
 
 impl<'a> WkvInputs<'a> {
     /// Head `hd`'s part of `w`, `b`, `k`, `r` and `kk`, each `[N]`.
-    fn head(&self, hd: usize) -> (&'a [f32], &'a [f32], &'a [f32], &'a [f32], &'a [f32]) {
+    fn head(&self, hd: usize) -> [&'a [f32]; 5] {
         let hs = hd * N..(hd + 1) * N;
-        let at = |v: &'a [f32]| &v[hs.clone()];
-        (at(self.w), at(self.b), at(self.k), at(self.r), at(self.kk))
+        [self.w, self.b, self.k, self.r, self.kk].map(|v| &v[hs.clone()])
     }
 }
 
@@ -40,7 +39,7 @@ impl<'a> WkvInputs<'a> {
 /// `S'_i = S_i ⊙ w − sa_i·b + v_i·k`, `y_i = S'_i·r`. Keeps `sa` (`[C]`) for backward.
 pub fn wkv_forward(state: &mut [f32], x: &WkvInputs, sa: &mut [f32], y: &mut [f32]) {
     for (hd, head) in state.chunks_exact_mut(N * N).enumerate() {
-        let (w, b, k, r, kk) = x.head(hd);
+        let [w, b, k, r, kk] = x.head(hd);
         for (i, row) in head.chunks_exact_mut(N).enumerate() {
             let ci = hd * N + i;
             let s_kk = kernels::dot(row, kk);
@@ -83,7 +82,7 @@ pub fn wkv_backward(
     g.kk.fill(0.0);
     for (hd, head_prev) in prev.chunks_exact(N * N).enumerate() {
         let hs = hd * N..(hd + 1) * N;
-        let (w, b, k, r, kk) = x.head(hd);
+        let [w, b, k, r, kk] = x.head(hd);
         for (i, s_prev) in head_prev.chunks_exact(N).enumerate() {
             let ci = hd * N + i;
             let row = ci * N..(ci + 1) * N;
