@@ -11,8 +11,8 @@
 use std::arch::x86_64::*;
 
 use super::LANES;
+use super::lanes::Lanes;
 use super::math::ROUND_MAGIC_BITS;
-use super::simd::Lanes;
 
 /// Eight lanes in one AVX register.
 #[derive(Clone, Copy)]
@@ -99,4 +99,5 @@ impl Lanes<LANES> for M256 {
 dots_in_eight_lanes!(M256);
 
 // The entry points of the path, each one algorithm of `simd` over `M256`.
-entry_points!(narrow: M256, wide: M256 = 8, #[target_feature(enable = "avx2")]);
+entry_points!(wide: M256 = 8, #[target_feature(enable = "avx2")]);
+scan_entry_points!(narrow: M256, #[target_feature(enable = "avx2")]);

@@ -16,8 +16,9 @@
 use std::arch::x86_64::*;
 
 use super::avx2::M256;
+use super::lanes::Lanes;
 use super::math::ROUND_MAGIC_BITS;
-use super::simd::{Dots, Halves, Lanes};
+use super::simd::{Dots, Halves};
 
 /// Sixteen lanes in one AVX-512 register.
 #[derive(Clone, Copy)]
@@ -133,4 +134,5 @@ impl Dots for M512 {
 
 // The entry points of the path: element-wise work and dot products over `M512`, the scan over
 // `M256`.
-entry_points!(narrow: M256, wide: M512 = 16, #[target_feature(enable = "avx512f")]);
+entry_points!(wide: M512 = 16, #[target_feature(enable = "avx512f")]);
+scan_entry_points!(narrow: M256, #[target_feature(enable = "avx512f")]);

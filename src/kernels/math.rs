@@ -3,11 +3,10 @@
 //!
 //! `std`'s `exp`/`ln` call the platform libm and `wide`'s polynomials fuse multiply-adds when FMA
 //! is enabled; neither may touch a value that the coder sees. [`exp`] and its lane form
-//! (`super::simd::exp_lanes`, every SIMD path's at every width) are one algorithm written
+//! (`super::lanes::exp_lanes`, every SIMD path's at every width) are one algorithm written
 //! twice, with the same operations in the same order; the rest are composed from them, and the
-//! logarithm comes from the pure-Rust `libm` crate.
-
-use wide::f32x8;
+//! logarithm comes from the pure-Rust `libm` crate. This module is the bottom of the kernels:
+//! it imports none of them.
 
 // Cody–Waite split of ln 2 and the minimax polynomial for e^r on [-ln2/2, ln2/2]: the constants of
 // the Cephes library's `expf` (S. Moshier), accurate to about 1 ulp in f32.
@@ -32,7 +31,7 @@ pub(super) const ROUND_MAGIC_BITS: i32 = 0x4B40_0000;
 /// e^x, deterministic, relative error about 1e-7. NaN stays NaN.
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
-    // Compare-and-select clamps (not f32::max) so that NaN passes through as in `exp_x8`.
+    // Compare-and-select clamps (not f32::max) so that NaN passes through as in the lane form.
     let x = if x < EXP_LO { EXP_LO } else { x };
     let x = if x > EXP_HI { EXP_HI } else { x };
     let t = x * LOG2E + ROUND_MAGIC;
@@ -44,13 +43,6 @@ pub fn exp(x: f32) -> f32 {
     let k = (t.to_bits() as i32).wrapping_sub(ROUND_MAGIC_BITS);
     let scale = f32::from_bits((k.wrapping_add(127) as u32).wrapping_mul(1 << 23));
     e * scale
-}
-
-/// Eight lanes of [`exp`], the same operations in the same order (the portable path's form of
-/// `super::simd::exp_lanes`).
-#[inline(always)]
-pub fn exp_x8(x: f32x8) -> f32x8 {
-    super::simd::exp_lanes::<{ super::LANES }, f32x8>(x)
 }
 
 /// Logistic sigmoid `1 / (1 + e^-x)`.
@@ -126,17 +118,6 @@ mod tests {
         assert!(exp(-1000.0) > 0.0 && exp(-1000.0) < 2e-38);
         assert!(exp(1000.0).is_finite());
         assert!(exp(f32::NAN).is_nan());
-    }
-
-    #[test]
-    fn exp_lanes_agree_with_scalar_including_edges() {
-        let xs = [-1000.0, -87.5, -0.5, 0.0, 1e-30, 0.346_573_6, 44.0, 1000.0];
-        let got = exp_x8(f32x8::from(xs)).to_array();
-        for (g, x) in got.iter().zip(xs) {
-            assert_eq!(g.to_bits(), exp(x).to_bits(), "x={x}");
-        }
-        let nan = exp_x8(f32x8::splat(f32::NAN)).to_array();
-        assert!(nan.iter().all(|v| v.is_nan()));
     }
 
     #[test]

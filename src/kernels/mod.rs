@@ -40,20 +40,26 @@
 //! The models' own sums outside this module (norms, WKV's state updates) are written as
 //! in-order loops or call the functions above.
 
+// Bottom up: `math` (scalar functions) ← `lanes` (the lane trait, lane exp) ← `simd` (the
+// algorithms) ← `scan`; `rows` ← `simd`, `par` ← `steps`; the paths instantiate `simd` and
+// `scan` through their macros, which must be declared first.
 #[macro_use]
 mod simd;
+#[macro_use]
+mod scan;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 pub mod dispatch;
 pub mod exp64;
+mod lanes;
 pub mod math;
 pub mod mixing;
 mod par;
 mod portable;
+mod rows;
 pub mod scalar;
-mod scan;
 pub mod steps;
 
 pub use dispatch::{SIMD_ENV_VAR, SimdChoiceError, SimdPath};
@@ -220,7 +226,7 @@ impl Kernels {
         self,
         w: &[f32],
         x: &[&[f32]],
-        g: steps::Rows,
+        g: rows::Rows,
         g_x: (&mut [f32], usize),
         g_w: Option<&mut [f32]>,
         dims: (usize, usize),
@@ -231,7 +237,7 @@ impl Kernels {
     /// The weight-gradient half of [`Kernels::linear_backward_steps`] for the rows `g_w`
     /// holds, `g` starting at the first's coefficient.
     #[inline]
-    pub fn weight_grad_steps(self, x: &[&[f32]], g: steps::Rows, g_w: &mut [f32], cols: usize) {
+    pub fn weight_grad_steps(self, x: &[&[f32]], g: rows::Rows, g_w: &mut [f32], cols: usize) {
         on_path!(self, weight_grad_steps(x, g, g_w, cols))
     }
 
@@ -240,7 +246,7 @@ impl Kernels {
     pub fn input_grad_steps(
         self,
         w: &[f32],
-        g: steps::Rows,
+        g: rows::Rows,
         g_x: (&mut [f32], usize),
         n: usize,
         dims: (usize, usize),
@@ -751,7 +757,7 @@ mod tests {
                 for (i, gi) in g.iter_mut().enumerate().step_by(5) {
                     *gi = if i % 2 == 0 { 0.0 } else { -0.0 };
                 }
-                let g_rows = steps::Rows {
+                let g_rows = rows::Rows {
                     data: &g,
                     stride: g_stride,
                 };

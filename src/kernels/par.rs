@@ -16,7 +16,8 @@
 
 use std::ops::Range;
 
-use super::{Kernels, ScanInput, steps};
+use super::rows::Rows;
+use super::{Kernels, ScanInput};
 use crate::pool::{self, Pool};
 
 /// `buf` cut at the given ranges of `stride`-wide rows, the last part taking the rest.
@@ -65,7 +66,7 @@ pub(super) fn gemv(k: Kernels, w: &[f32], x: &[f32], y: &mut [f32], rows: usize,
     })
 }
 
-/// [`steps::gemv_steps`] (`cols > 0`): steps in ranges of two.
+/// `steps::gemv_steps` (`cols > 0`): steps in ranges of two.
 pub(super) fn gemv_steps(
     k: Kernels,
     w: &[f32],
@@ -98,13 +99,13 @@ struct BackwardPart<'a> {
     g_x: &'a mut [f32],
 }
 
-/// [`steps::linear_backward_steps`] after its zeroing (`cols > 0`): the weight gradient's rows
+/// `steps::linear_backward_steps` after its zeroing (`cols > 0`): the weight gradient's rows
 /// in ranges of 8, and the input gradient's steps in ranges of two, in the same parts.
 pub(super) fn linear_backward_steps(
     k: Kernels,
     w: &[f32],
     x: &[&[f32]],
-    g: steps::Rows,
+    g: Rows,
     (g_x, gx_stride): (&mut [f32], usize),
     g_w: Option<&mut [f32]>,
     (rows, cols): (usize, usize),
@@ -137,7 +138,7 @@ pub(super) fn linear_backward_steps(
             .collect();
         pool.for_each_mut(&mut items, |_, part| {
             if let Some(gw) = part.g_w.as_deref_mut() {
-                let g_r = steps::Rows {
+                let g_r = Rows {
                     data: &g.data[part.rows.start..],
                     stride: g.stride,
                 };
@@ -145,7 +146,7 @@ pub(super) fn linear_backward_steps(
             }
             let t = part.steps.clone();
             if !t.is_empty() {
-                let g_t = steps::Rows {
+                let g_t = Rows {
                     data: &g.data[t.start * g.stride..],
                     stride: g.stride,
                 };
@@ -214,7 +215,7 @@ pub(super) fn scan_forward(
 
 #[cfg(test)]
 mod tests {
-    use super::super::{gemv as gemv_seam, scan_forward as scan_seam, steps};
+    use super::super::{gemv as gemv_seam, scan_forward as scan_seam};
     use super::*;
 
     fn data(n: usize, seed: u32) -> Vec<f32> {
@@ -264,7 +265,8 @@ mod tests {
                 let stride = rows + 2;
                 same_on_every_pool("gemv_steps", || {
                     let mut y = data(n * stride, 4);
-                    steps::gemv_steps(&w, &x, &mut y, stride, (rows, cols));
+                    let k = Kernels::active();
+                    gemv_steps(k, &w, &x, (&mut y, stride), (rows, cols));
                     y
                 });
                 let g = data(n * rows, 5);
@@ -273,15 +275,14 @@ mod tests {
                         let gx_stride = cols + 1;
                         let mut out = data(n * gx_stride + rows * cols, 6);
                         let (g_x, g_w) = out.split_at_mut(n * gx_stride);
-                        let rows_g = steps::Rows {
+                        let rows_g = Rows {
                             data: &g,
                             stride: rows,
                         };
                         let g_w = with_gw.then_some(g_w);
                         let dims = (rows, cols);
-                        steps::linear_backward_steps(
-                            &w, &x, rows_g, g_x, gx_stride, g_w, dims, true,
-                        );
+                        let k = Kernels::active();
+                        linear_backward_steps(k, &w, &x, rows_g, (g_x, gx_stride), g_w, dims);
                         out
                     });
                 }

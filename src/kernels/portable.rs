@@ -5,8 +5,8 @@
 use wide::{f32x8, i32x8};
 
 use super::LANES;
+use super::lanes::Lanes;
 use super::math::ROUND_MAGIC_BITS;
-use super::simd::Lanes;
 
 impl Lanes<LANES> for f32x8 {
     #[inline(always)]
@@ -68,4 +68,5 @@ impl Lanes<LANES> for f32x8 {
 dots_in_eight_lanes!(f32x8);
 
 // The entry points of the path, each one algorithm of `simd` over `f32x8`.
-entry_points!(narrow: f32x8, wide: f32x8 = 8, #[inline]);
+entry_points!(wide: f32x8 = 8, #[inline]);
+scan_entry_points!(narrow: f32x8, #[inline]);

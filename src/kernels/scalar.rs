@@ -231,7 +231,7 @@ pub fn scan_backward(tr: &ScanTrace, g_y_pre: &[f32], g: ScanGrads, mut carry: O
 pub fn linear_backward_steps(
     w: &[f32],
     x: &[&[f32]],
-    g: super::steps::Rows,
+    g: super::rows::Rows,
     (g_x, gx_stride): (&mut [f32], usize),
     mut g_w: Option<&mut [f32]>,
     (rows, cols): (usize, usize),

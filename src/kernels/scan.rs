@@ -12,9 +12,35 @@
 //! one by one in index order, as [`super::dot_in_order`] does. The scalar twins
 //! ([`super::scalar::scan_forward`], [`super::scalar::scan_backward`]) spell this out.
 
+use super::lanes::{Lanes8, exp_lanes};
 use super::math::exp;
-use super::simd::{Lanes8, dot, exp_lanes};
+use super::simd::dot;
 use super::{LANES, dot_in_order};
+
+/// Defines a path's two scan entry points over its eight-lane type `$V` (beside
+/// `entry_points!` of src/kernels/simd.rs), with the attributes given.
+macro_rules! scan_entry_points {
+    (narrow: $V:ty, $(#[$attr:meta])*) => {
+        $(#[$attr])*
+        pub(super) fn scan_forward(
+            x: &super::ScanInput,
+            ssm: &mut [f32],
+            da: &mut [f32],
+            y_pre: &mut [f32],
+        ) {
+            super::scan::forward::<$V>(x, ssm, da, y_pre)
+        }
+        $(#[$attr])*
+        pub(super) fn scan_backward(
+            tr: &super::ScanTrace,
+            g_y_pre: &[f32],
+            g: super::ScanGrads,
+            carry: Option<&mut [f32]>,
+        ) {
+            super::scan::backward::<$V>(tr, g_y_pre, g, carry)
+        }
+    };
+}
 
 /// What the scan of one byte reads besides the state: per channel `u`, `Δ`, `D` and the rows
 /// of `A = −exp(A_log)`; shared `B` and `C` of length `S`.

@@ -8,19 +8,19 @@
 //! once. Everything is `#[inline(always)]`, so each path's entry points (AVX2's inside
 //! `#[target_feature]` functions) compile these loops with their own instructions.
 
-use super::math::{
-    EXP_HI, EXP_LO, LN2_HI, LN2_LO, LOG2E, P0, P1, P2, P3, P4, P5, ROUND_MAGIC, exp, sigmoid,
-    silu_with_sigmoid,
-};
+use super::lanes::{Lanes, Lanes8, exp_lanes, sigmoid_lanes};
+use super::math::{exp, sigmoid, silu_with_sigmoid};
+use super::rows::Rows;
 use super::{AdamCoefs, LANES, fold_lanes};
 
 /// Defines a path's entry points — the functions [`super::Kernels`] dispatches to — as the
-/// algorithms of this module over the path's lane types: `narrow`, eight lanes, for the scan's
-/// state rows; `wide`, of `$N` lanes, for the element-wise work and (through [`Dots`]) the dot
-/// products; each entry point with the attributes given (`#[target_feature]` for a path that
-/// needs CPU features).
+/// algorithms of this module over the path's `wide` lane type of `$N` lanes, for the
+/// element-wise work and (through [`Dots`]) the dot products; each entry point with the
+/// attributes given (`#[target_feature]` for a path that needs CPU features). The scan's entry
+/// points, over eight `narrow` lanes, are `scan_entry_points!` (src/kernels/scan.rs): each path
+/// invokes both, and this module, below the scan, does not read it.
 macro_rules! entry_points {
-    (narrow: $V:ty, wide: $W:ty = $N:literal, $(#[$attr:meta])*) => {
+    (wide: $W:ty = $N:literal, $(#[$attr:meta])*) => {
         $(#[$attr])*
         pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
             <$W as super::simd::Dots>::dot(a, b)
@@ -86,7 +86,7 @@ macro_rules! entry_points {
         pub(super) fn linear_backward_steps(
             w: &[f32],
             x: &[&[f32]],
-            g: super::steps::Rows,
+            g: super::rows::Rows,
             (g_x, gx_stride): (&mut [f32], usize),
             g_w: Option<&mut [f32]>,
             (rows, cols): (usize, usize),
@@ -96,7 +96,7 @@ macro_rules! entry_points {
         $(#[$attr])*
         pub(super) fn weight_grad_steps(
             x: &[&[f32]],
-            g: super::steps::Rows,
+            g: super::rows::Rows,
             g_w: &mut [f32],
             cols: usize,
         ) {
@@ -105,30 +105,12 @@ macro_rules! entry_points {
         $(#[$attr])*
         pub(super) fn input_grad_steps(
             w: &[f32],
-            g: super::steps::Rows,
+            g: super::rows::Rows,
             g_x: (&mut [f32], usize),
             n: usize,
             dims: (usize, usize),
         ) {
             super::simd::input_grad_steps::<$N, $W>(w, g, g_x, n, dims)
-        }
-        $(#[$attr])*
-        pub(super) fn scan_forward(
-            x: &super::ScanInput,
-            ssm: &mut [f32],
-            da: &mut [f32],
-            y_pre: &mut [f32],
-        ) {
-            super::scan::forward::<$V>(x, ssm, da, y_pre)
-        }
-        $(#[$attr])*
-        pub(super) fn scan_backward(
-            tr: &super::ScanTrace,
-            g_y_pre: &[f32],
-            g: super::ScanGrads,
-            carry: Option<&mut [f32]>,
-        ) {
-            super::scan::backward::<$V>(tr, g_y_pre, g, carry)
         }
         $(#[$attr])*
         pub(super) fn sgd_update(p: &mut [f32], g: &mut [f32], lr: f32, tiny_grad: f32) {
@@ -146,43 +128,6 @@ macro_rules! entry_points {
         }
     };
 }
-
-/// `W` f32 lanes and the operations the kernels use on them: each lane-wise, each either one
-/// correctly rounded IEEE 754 operation or a bit operation, so every implementation computes the
-/// same bits. No fused multiply-add.
-///
-/// The element-wise algorithms below take any width: each element sees the same operations in
-/// the same order whatever `W` is (and their scalar tails spell the same operations), so a
-/// 16-lane register computes what two 8-lane ones do. The sums that fix an order ([`dot`],
-/// the scan's state rows) are written over eight lanes ([`Lanes8`]); a wider path keeps those
-/// eight logical lanes ([`Dots`]).
-pub(super) trait Lanes<const W: usize>: Copy {
-    fn load(c: &[f32; W]) -> Self;
-    fn store(self, c: &mut [f32; W]);
-    fn splat(x: f32) -> Self;
-    /// `self + o`, in this operand order (which fixes the payload of a NaN).
-    fn add(self, o: Self) -> Self;
-    fn sub(self, o: Self) -> Self;
-    fn mul(self, o: Self) -> Self;
-    fn div(self, o: Self) -> Self;
-    fn sqrt(self) -> Self;
-    /// Flips the sign bit.
-    fn neg(self) -> Self;
-    /// `lo` where `self < lo`, else `self` (compare-and-select: NaN stays NaN).
-    fn raise_to(self, lo: Self) -> Self;
-    /// `hi` where `self > hi`, else `self` (NaN stays NaN).
-    fn lower_to(self, hi: Self) -> Self;
-    /// `+0` where `|self| < tiny`, else `self` (NaN stays NaN).
-    fn flush_below(self, tiny: Self) -> Self;
-    /// For `t = n + ROUND_MAGIC` with an integer `n` in the low mantissa bits: the float whose
-    /// bits are `(bits(t) − bits(ROUND_MAGIC) + 127) · 2^23` in wrapping i32 arithmetic, which
-    /// is `2^n` for the `n` that [`exp_lanes`] produces.
-    fn pow2_of_rounded(t: Self) -> Self;
-}
-
-/// Eight lanes: the width of every sum's fixed order ([`LANES`]).
-pub(super) trait Lanes8: Lanes<LANES> {}
-impl<V: Lanes<LANES>> Lanes8 for V {}
 
 /// A path's dot products, in [`dot`]'s order: the eight-lane algorithms themselves
 /// ([`dots_in_eight_lanes!`]), or [`dot_paired`] on a 16-lane path.
@@ -474,7 +419,7 @@ const GW_BLOCKS: usize = 8;
 pub(super) fn linear_backward_steps<const W: usize, V: Lanes<W>>(
     w: &[f32],
     x: &[&[f32]],
-    g: super::steps::Rows,
+    g: Rows,
     (g_x, gx_stride): (&mut [f32], usize),
     g_w: Option<&mut [f32]>,
     (rows, cols): (usize, usize),
@@ -496,7 +441,7 @@ pub(super) fn linear_backward_steps<const W: usize, V: Lanes<W>>(
 #[inline(always)]
 pub(super) fn weight_grad_steps<const W: usize, V: Lanes<W>>(
     x: &[&[f32]],
-    g: super::steps::Rows,
+    g: Rows,
     g_w: &mut [f32],
     cols: usize,
 ) {
@@ -570,7 +515,7 @@ fn weight_grad_blocks<const W: usize, V: Lanes<W>, const B: usize>(
 #[inline(always)]
 pub(super) fn input_grad_steps<const W: usize, V: Lanes<W>>(
     w: &[f32],
-    g: super::steps::Rows,
+    g: Rows,
     (g_x, gx_stride): (&mut [f32], usize),
     n: usize,
     (rows, cols): (usize, usize),
@@ -734,32 +679,6 @@ pub(super) fn add_assign(y: &mut [f32], x: &[f32]) {
     for (a, b) in y.iter_mut().zip(x) {
         *a += *b;
     }
-}
-
-/// [`super::math::exp`] in every lane, the same operations in the same order.
-#[inline(always)]
-pub(super) fn exp_lanes<const W: usize, V: Lanes<W>>(x: V) -> V {
-    let x = x.raise_to(V::splat(EXP_LO));
-    let x = x.lower_to(V::splat(EXP_HI));
-    let magic = V::splat(ROUND_MAGIC);
-    let t = x.mul(V::splat(LOG2E)).add(magic);
-    let n = t.sub(magic);
-    let r = (x.sub(n.mul(V::splat(LN2_HI)))).sub(n.mul(V::splat(LN2_LO)));
-    let z = r.mul(r);
-    let p = V::splat(P0).mul(r).add(V::splat(P1));
-    let p = p.mul(r).add(V::splat(P2));
-    let p = p.mul(r).add(V::splat(P3));
-    let p = p.mul(r).add(V::splat(P4));
-    let p = p.mul(r).add(V::splat(P5));
-    let e = (p.mul(z).add(r)).add(V::splat(1.0));
-    e.mul(V::pow2_of_rounded(t))
-}
-
-/// [`super::math::sigmoid`] in every lane, the same operations in the same order.
-#[inline(always)]
-fn sigmoid_lanes<const W: usize, V: Lanes<W>>(x: V) -> V {
-    let one = V::splat(1.0);
-    one.div(one.add(exp_lanes::<W, V>(x.neg())))
 }
 
 /// See [`super::exp_into`].

@@ -5,21 +5,9 @@
 //! calling them step after step, because every output element receives the same products in
 //! the same order (docs/determinism.md, "Segments").
 
+pub use super::rows::Rows;
+
 use super::Kernels;
-
-/// Rows of a step-major buffer: step `t` is `data[t * stride..][..width]`.
-#[derive(Clone, Copy)]
-pub struct Rows<'a> {
-    pub data: &'a [f32],
-    pub stride: usize,
-}
-
-impl<'a> Rows<'a> {
-    #[inline(always)]
-    pub fn row(&self, t: usize, width: usize) -> &'a [f32] {
-        &self.data[t * self.stride..t * self.stride + width]
-    }
-}
 
 /// Backward of `y_t = W x_t` for the steps `t = 0..n` of a segment, with `W` row-major
 /// `rows × cols`, from `g_t = dL/dy_t` (row `t` of `g`): writes `g_x[t] = Wᵀ g_t` (adds it with

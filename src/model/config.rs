@@ -211,75 +211,34 @@ struct SizeKey<C> {
     set: fn(&mut C, usize),
 }
 
-static MAMBA1_SIZES: [SizeKey<mamba1::Config>; 6] = [
-    SizeKey {
-        name: "hidden",
-        get: |c| c.hidden,
-        set: |c, v| c.hidden = v,
-    },
-    SizeKey {
-        name: "layers",
-        get: |c| c.layers,
-        set: |c, v| c.layers = v,
-    },
-    SizeKey {
-        name: "intermediate",
-        get: |c| c.inner,
-        set: |c, v| c.inner = v,
-    },
-    SizeKey {
-        name: "state",
-        get: |c| c.state,
-        set: |c, v| c.state = v,
-    },
-    SizeKey {
-        name: "conv",
-        get: |c| c.conv,
-        set: |c, v| c.conv = v,
-    },
-    SizeKey {
-        name: "dt_rank",
-        get: |c| c.dt_rank,
-        set: |c, v| c.dt_rank = v,
-    },
+/// The [`SizeKey`]s of a config: each `"name" => field` reads and writes that field.
+macro_rules! size_keys {
+    ($($name:literal => $field:ident),* $(,)?) => {
+        [$(SizeKey {
+            name: $name,
+            get: |c| c.$field,
+            set: |c, v| c.$field = v,
+        }),*]
+    };
+}
+
+static MAMBA1_SIZES: [SizeKey<mamba1::Config>; 6] = size_keys![
+    "hidden" => hidden,
+    "layers" => layers,
+    "intermediate" => inner,
+    "state" => state,
+    "conv" => conv,
+    "dt_rank" => dt_rank,
 ];
 
-static RWKV7_SIZES: [SizeKey<rwkv7::Config>; 7] = [
-    SizeKey {
-        name: "hidden",
-        get: |c| c.hidden,
-        set: |c, v| c.hidden = v,
-    },
-    SizeKey {
-        name: "layers",
-        get: |c| c.layers,
-        set: |c, v| c.layers = v,
-    },
-    SizeKey {
-        name: "intermediate",
-        get: |c| c.intermediate,
-        set: |c, v| c.intermediate = v,
-    },
-    SizeKey {
-        name: "decay_rank",
-        get: |c| c.decay_rank,
-        set: |c, v| c.decay_rank = v,
-    },
-    SizeKey {
-        name: "a_rank",
-        get: |c| c.a_rank,
-        set: |c, v| c.a_rank = v,
-    },
-    SizeKey {
-        name: "v_rank",
-        get: |c| c.v_rank,
-        set: |c, v| c.v_rank = v,
-    },
-    SizeKey {
-        name: "g_rank",
-        get: |c| c.g_rank,
-        set: |c, v| c.g_rank = v,
-    },
+static RWKV7_SIZES: [SizeKey<rwkv7::Config>; 7] = size_keys![
+    "hidden" => hidden,
+    "layers" => layers,
+    "intermediate" => intermediate,
+    "decay_rank" => decay_rank,
+    "a_rank" => a_rank,
+    "v_rank" => v_rank,
+    "g_rank" => g_rank,
 ];
 
 /// Largest accepted size of any one dimension: a header that claims more is rejected before

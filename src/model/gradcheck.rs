@@ -28,6 +28,12 @@ fn grad_logits(logits: &[f32], target: u8, scale: f32) -> Vec<f32> {
     g
 }
 
+/// The names and shapes of a state's tensors, in order.
+pub fn state_names<N: Network>(net: &N, state: &N::State) -> Vec<(String, Vec<usize>)> {
+    let tensors = net.state_tensors(state).into_iter();
+    tensors.map(|t| (t.name, t.shape)).collect()
+}
+
 /// Mean loss of a segment of `(input, target)` steps from `start`.
 pub fn segment_loss<N: Network>(
     net: &mut N,

@@ -2,9 +2,17 @@
 //! norms, the token shift, and a linear map with a bias. The backward of a step writes the
 //! gradient of its input and adds the gradients of its parameters (when given) into the flat
 //! gradient buffer.
+//!
+//! [`Linear`] takes `T` step-major rows at once ([`Linear::forward_steps`],
+//! [`Linear::backward_steps`]): the live byte is `T = 1`, a segment or a replay `T ≤`
+//! [`MAX_STEPS`]. One step calls the per-step kernels, more the segment kernels
+//! ([`kernels::steps`]), which read each weight row once for all steps and give the same bits.
 
-use crate::kernels;
+use crate::kernels::{self, steps};
 use crate::params::{Group, ParamSet, Slot};
+
+/// Most steps a step-batched layer takes in one call (a TBPTT chunk, a part of a replay).
+pub const MAX_STEPS: usize = 64;
 
 /// `y = W x + b` for a row-major `W` of `rows × cols` and an optional bias `b` of `rows`.
 pub fn linear(w: &[f32], b: Option<&[f32]>, x: &[f32], y: &mut [f32], rows: usize, cols: usize) {
@@ -78,17 +86,84 @@ impl Linear {
         g_x: &mut [f32],
         accumulate: bool,
     ) {
-        let (g_w, g_b) = match (grads, self.b) {
+        let (g_w, g_b) = self.grad_slices(grads);
+        let w = params.get(self.w);
+        let dims = (self.rows, self.cols);
+        linear_backward(w, x, g, g_x, g_w, g_b, dims, accumulate);
+    }
+}
+
+impl Linear {
+    /// `y_t = W x_t + b` for the steps `t < n`: the rows of `x` are `x_stride` apart (the map
+    /// reads the first `cols` of each), those of `y` `rows` apart.
+    pub fn forward_steps(
+        &self,
+        params: &ParamSet,
+        (x, x_stride): (&[f32], usize),
+        y: &mut [f32],
+        n: usize,
+    ) {
+        let (rows, cols) = (self.rows, self.cols);
+        if n == 1 {
+            return self.forward(params, &x[..cols], &mut y[..rows]);
+        }
+        let mut xs: [&[f32]; MAX_STEPS] = [&[]; MAX_STEPS];
+        for (t, xt) in xs.iter_mut().take(n).enumerate() {
+            *xt = &x[t * x_stride..t * x_stride + cols];
+        }
+        steps::gemv_steps(params.get(self.w), &xs[..n], y, rows, (rows, cols));
+        if let Some(b) = self.b {
+            for t in 0..n {
+                kernels::add_assign(&mut y[t * rows..(t + 1) * rows], params.get(b));
+            }
+        }
+    }
+
+    /// Backward of [`Linear::forward_steps`], last step first, from the gradient rows `g`
+    /// (`rows` apart) and the inputs `x` of each step: writes `g_x[t] = Wᵀ g_t` into rows
+    /// `gx_stride` apart (adds it with `accumulate`) and, when `grads` is given, adds the
+    /// weight and bias gradients into it.
+    pub fn backward_steps(
+        &self,
+        params: &ParamSet,
+        grads: Option<&mut [f32]>,
+        x: &[&[f32]],
+        g: &[f32],
+        (g_x, gx_stride): (&mut [f32], usize),
+        accumulate: bool,
+    ) {
+        let (rows, cols) = (self.rows, self.cols);
+        if x.len() == 1 {
+            let (g, g_x) = (&g[..rows], &mut g_x[..cols]);
+            return self.backward(params, grads, x[0], g, g_x, accumulate);
+        }
+        let (g_w, g_b) = self.grad_slices(grads);
+        if let Some(g_b) = g_b {
+            for t in (0..x.len()).rev() {
+                kernels::add_assign(g_b, &g[t * rows..(t + 1) * rows]);
+            }
+        }
+        let g = steps::Rows {
+            data: g,
+            stride: rows,
+        };
+        let w = params.get(self.w);
+        steps::linear_backward_steps(w, x, g, g_x, gx_stride, g_w, (rows, cols), accumulate);
+    }
+
+    /// The weight and bias gradients in `grads`, when given.
+    fn grad_slices<'g>(
+        &self,
+        grads: Option<&'g mut [f32]>,
+    ) -> (Option<&'g mut [f32]>, Option<&'g mut [f32]>) {
+        match (grads, self.b) {
             (Some(grads), Some(b)) => {
                 let (g_w, g_b) = two_mut(grads, self.w, b);
                 (Some(g_w), Some(g_b))
             }
             (Some(grads), None) => (Some(self.w.of_mut(grads)), None),
             (None, _) => (None, None),
-        };
-        let w = params.get(self.w);
-        let dims = (self.rows, self.cols);
-        linear_backward(w, x, g, g_x, g_w, g_b, dims, accumulate);
+        }
     }
 }
 
@@ -109,6 +184,36 @@ pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
     let inv = rms_inv(x, eps);
     for ((o, &xi), &wi) in out.iter_mut().zip(x).zip(w) {
         *o = xi * inv * wi;
+    }
+}
+
+/// [`rms_norm`] of the `n` step-major rows of `x`, each as wide as `w`.
+pub fn rms_norm_steps(x: &[f32], w: &[f32], eps: f32, out: &mut [f32], n: usize) {
+    let width = w.len();
+    for (xt, ot) in x
+        .chunks_exact(width)
+        .zip(out.chunks_exact_mut(width))
+        .take(n)
+    {
+        rms_norm(xt, w, eps, ot);
+    }
+}
+
+/// Backward of [`rms_norm_steps`], last step first, with `x[t]` the input of step `t` and the
+/// rows of `g_out` and `g_x` as wide as `w`: [`rms_norm_backward`] per step, the weight
+/// gradient receiving the steps' terms last step first.
+pub fn rms_norm_backward_steps(
+    x: &[&[f32]],
+    w: &[f32],
+    eps: f32,
+    g_out: &[f32],
+    g_x: &mut [f32],
+    mut g_w: Option<&mut [f32]>,
+) {
+    let width = w.len();
+    for t in (0..x.len()).rev() {
+        let (go, gx) = (&g_out[t * width..][..width], &mut g_x[t * width..][..width]);
+        rms_norm_backward(x[t], w, eps, go, gx, g_w.as_deref_mut());
     }
 }
 

@@ -2,8 +2,23 @@
 //! byte's trace are each declared once as such a table, which both counts their floats (for the
 //! memory estimate) and allocates them, and hands out the [`Slot`] of every entry.
 //!
-//! A flat buffer keeps a segment's traces in one contiguous `[time, trace]` block and lets
-//! state checkpoints and gradients be plain copies.
+//! A flat buffer lets state checkpoints and gradients be plain copies.
+//!
+//! **One declaration, read three ways.** A layout is written once, as a function that calls
+//! `add(name, shape)` for each entry, in buffer order, and builds a struct of whatever `add`
+//! returns (a struct generic over its field type `T`):
+//!
+//! - with [`register`]: `T` = [`Slot`], and the entries are appended to a [`Layout`], which
+//!   counts the floats (the memory estimate) and allocates the buffer;
+//! - with [`carve`] over a buffer of that layout: `T` = `&[f32]`, the entries' values;
+//! - with [`carve_mut`]: `T` = `&mut [f32]`, the entries as disjoint mutable slices, so that a
+//!   layer can read some entries of a trace while it writes others.
+//!
+//! Carving walks the buffer in the order of the calls, as [`Layout::add`] does, so the three
+//! readings cannot disagree. A network's state and trace are [`Blocks`]: the step's own
+//! entries, then one run of entries per block.
+
+use std::ops::Range;
 
 use crate::params::Slot;
 
@@ -62,87 +77,73 @@ impl Layout {
     }
 }
 
-/// Declares a group of named tensors that live side by side in a flat buffer, once: the macro
-/// makes the struct of their [`Slot`]s with a `register` function that adds them to a
-/// [`Layout`] (so the same list allocates and counts), and two views that split a buffer into
-/// one slice per tensor (`view` to read, `view_mut` to write several at once).
-///
-/// ```ignore
-/// flat_group! {
-///     /// One block's trace.
-///     pub struct LayerTraceSlots, view LayerTrace, view_mut LayerTraceMut, dims (h, i) {
-///         h_in: [h],
-///         xz: [2 * i],
-///     }
-/// }
-/// ```
-#[macro_export]
-macro_rules! flat_group {
-    (
-        $(#[$doc:meta])*
-        $vis:vis struct $Slots:ident, view $View:ident, view_mut $ViewMut:ident,
-        dims ($($dim:ident),*) {
-            $( $(#[$fdoc:meta])* $field:ident : [$($shape:expr),*] ),* $(,)?
+/// `add` for a [`Layout`]: registers each entry as `{prefix}{name}`.
+pub fn register<'l>(
+    layout: &'l mut Layout,
+    prefix: &'l str,
+) -> impl FnMut(&str, &[usize]) -> Slot + 'l {
+    move |name, shape| layout.add(format!("{prefix}{name}"), shape)
+}
+
+/// `add` over `buf`: hands out the next `shape`-sized piece of it.
+pub fn carve<'a>(buf: &'a [f32]) -> impl FnMut(&str, &[usize]) -> &'a [f32] {
+    let mut rest = buf;
+    move |_, shape| {
+        let (head, tail) = rest.split_at(shape.iter().product());
+        rest = tail;
+        head
+    }
+}
+
+/// `add` over `buf`, mutably: hands out the next `shape`-sized piece of it.
+pub fn carve_mut<'a>(buf: &'a mut [f32]) -> impl FnMut(&str, &[usize]) -> &'a mut [f32] {
+    let mut rest = buf;
+    move |_, shape| {
+        let (head, tail) = std::mem::take(&mut rest).split_at_mut(shape.iter().product());
+        rest = tail;
+        head
+    }
+}
+
+/// A flat buffer of a network: the entries of the whole step (`..top`), then one run of
+/// entries per block (named `layers.{l}.*`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Blocks {
+    pub layout: Layout,
+    /// Floats of the step's own entries, which come first.
+    pub top: usize,
+    /// Each block's range of the buffer.
+    pub layers: Vec<Range<usize>>,
+}
+
+impl Blocks {
+    /// Lays out `top`'s entries, then `layer`'s for each block, prefixed `layers.{l}.`.
+    pub fn new(
+        layers: usize,
+        top: impl FnOnce(&mut Layout),
+        mut layer: impl FnMut(&mut Layout, &str, usize),
+    ) -> Self {
+        let mut layout = Layout::new();
+        top(&mut layout);
+        let top = layout.len();
+        let layers = (0..layers)
+            .map(|l| {
+                let start = layout.len();
+                layer(&mut layout, &format!("layers.{l}."), l);
+                start..layout.len()
+            })
+            .collect();
+        Blocks {
+            layout,
+            top,
+            layers,
         }
-    ) => {
-        $(#[$doc])*
-        #[derive(Clone, Copy, Debug)]
-        $vis struct $Slots {
-            $( $(#[$fdoc])* pub $field: $crate::params::Slot, )*
-        }
+    }
 
-        /// Read-only view of one group in a flat buffer.
-        #[allow(dead_code)]
-        $vis struct $View<'a> {
-            $( pub $field: &'a [f32], )*
-        }
-
-        /// Writable view of one group in a flat buffer: one disjoint slice per tensor.
-        #[allow(dead_code)]
-        $vis struct $ViewMut<'a> {
-            $( pub $field: &'a mut [f32], )*
-        }
-
-        #[allow(dead_code)]
-        impl $Slots {
-            /// Adds the group's tensors to `layout`, names prefixed by `prefix`.
-            #[allow(clippy::too_many_arguments, unused_variables)]
-            pub fn register(
-                layout: &mut $crate::model::layout::Layout,
-                prefix: &str,
-                $($dim: usize),*
-            ) -> Self {
-                Self {
-                    $( $field: layout.add(
-                        format!("{prefix}{}", stringify!($field)),
-                        &[$($shape),*],
-                    ), )*
-                }
-            }
-
-            /// The whole group as one slot (its tensors are contiguous, in declaration order).
-            fn span(&self) -> $crate::params::Slot {
-                let slots = [$(self.$field),*];
-                let first = slots[0];
-                let len = slots.iter().map(|s| s.len).sum();
-                $crate::params::Slot { offset: first.offset, len }
-            }
-
-            pub fn view<'a>(&self, buf: &'a [f32]) -> $View<'a> {
-                let rest = self.span().of(buf);
-                $( let ($field, rest) = rest.split_at(self.$field.len); )*
-                let _ = rest;
-                $View { $($field),* }
-            }
-
-            pub fn view_mut<'a>(&self, buf: &'a mut [f32]) -> $ViewMut<'a> {
-                let rest = self.span().of_mut(buf);
-                $( let ($field, rest) = rest.split_at_mut(self.$field.len); )*
-                let _ = rest;
-                $ViewMut { $($field),* }
-            }
-        }
-    };
+    /// Block `l`'s range within the part after the step's own entries.
+    pub fn after_top(&self, l: usize) -> Range<usize> {
+        self.layers[l].start - self.top..self.layers[l].end - self.top
+    }
 }
 
 #[cfg(test)]
@@ -162,5 +163,34 @@ mod tests {
         assert_eq!(l.zeros().len(), 10);
         assert_eq!(l.entries()[1].name, "b");
         assert_eq!(l.entries()[0].shape, vec![2, 3]);
+    }
+
+    struct Pair<T> {
+        a: T,
+        b: T,
+    }
+
+    fn pair<T>(add: &mut impl FnMut(&str, &[usize]) -> T) -> Pair<T> {
+        Pair {
+            a: add("a", &[2]),
+            b: add("b", &[1, 3]),
+        }
+    }
+
+    #[test]
+    fn the_three_readings_agree() {
+        let mut layout = Layout::new();
+        let slots = pair(&mut register(&mut layout, "x."));
+        assert_eq!(layout.len(), 5);
+        assert_eq!(layout.entries()[1].name, "x.b");
+        assert_eq!(layout.entries()[1].shape, vec![1, 3]);
+        let mut buf = vec![0.0, 1.0, 2.0, 3.0, 4.0];
+        let view = pair(&mut carve_mut(&mut buf));
+        view.b[0] = 9.0;
+        view.a[1] = 8.0;
+        let view = pair(&mut carve(&buf));
+        assert_eq!(view.a, &[0.0, 8.0]);
+        assert_eq!(view.b, slots.b.of(&buf));
+        assert_eq!(view.b, &[9.0, 3.0, 4.0]);
     }
 }

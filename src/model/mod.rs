@@ -7,6 +7,22 @@
 //!
 //! [`Slot`]: crate::params::Slot
 
+/// Declares a network's training groups once, in their order: `GROUPS`, the names indexed by
+/// [`crate::params::Group`], and a constant `NAME: Group` for each.
+macro_rules! training_groups {
+    ($($(#[$doc:meta])* $konst:ident = $name:literal),* $(,)?) => {
+        /// Training groups, indexed by [`crate::params::Group`].
+        pub const GROUPS: &[&str] = &[$($name),*];
+        training_groups!(@index 0, $($(#[$doc])* $konst),*);
+    };
+    (@index $i:expr, $(#[$doc:meta])* $first:ident $(, $(#[$rdoc:meta])* $rest:ident)*) => {
+        $(#[$doc])*
+        const $first: $crate::params::Group = $i;
+        training_groups!(@index $i + 1, $($(#[$rdoc])* $rest),*);
+    };
+    (@index $i:expr $(,)?) => {};
+}
+
 pub mod config;
 #[cfg(test)]
 pub mod gradcheck;
@@ -21,26 +37,54 @@ use anyhow::Result;
 
 use crate::params::{ParamSet, Scope, TensorSource};
 
+use self::layout::Layout;
+
 /// Number of symbols: the networks are byte-level.
 pub const VOCAB: usize = 256;
 
+/// A flat `f32` buffer laid out by a [`Layout`]: what a state, a trace and a carry are.
+pub trait Flat: From<Vec<f32>> + AsRef<[f32]> + AsMut<[f32]> {}
+impl<T: From<Vec<f32>> + AsRef<[f32]> + AsMut<[f32]>> Flat for T {}
+
+/// The layouts a network's buffers follow: the state (and its gradient, the carry) and one
+/// step's trace.
+pub struct Layouts<'a> {
+    pub state: &'a Layout,
+    pub trace: &'a Layout,
+}
+
 /// A recurrent byte model with exact gradients.
+///
+/// A network implements the steps (forward, backward, and optionally the same over a segment)
+/// and says how its buffers are laid out ([`Network::layouts`]); the plumbing of states,
+/// traces and carries is the default methods over those layouts.
 pub trait Network {
     /// What carries from byte to byte (convolution window, SSM or WKV state, token shifts).
-    type State: Clone;
+    type State: Clone + Flat;
     /// What backward needs from one forward step (activations and the state it started from).
-    type Trace;
+    type Trace: Flat;
     /// The gradient with respect to a [`Self::State`], flowing from later bytes to earlier ones.
-    type Carry;
+    type Carry: Flat;
 
     /// Names of the training groups, indexed by [`crate::params::Group`].
     fn groups(&self) -> &'static [&'static str];
+    /// The layouts of the state (and carry) and of one step's trace.
+    fn layouts(&self) -> Layouts<'_>;
+
     /// The zero state a stream starts from.
-    fn new_state(&self) -> Self::State;
-    fn new_trace(&self) -> Self::Trace;
+    fn new_state(&self) -> Self::State {
+        self.layouts().state.zeros().into()
+    }
+    fn new_trace(&self) -> Self::Trace {
+        self.layouts().trace.zeros().into()
+    }
     /// A zero state gradient.
-    fn new_carry(&self) -> Self::Carry;
-    fn clear_carry(&self, carry: &mut Self::Carry);
+    fn new_carry(&self) -> Self::Carry {
+        self.layouts().state.zeros().into()
+    }
+    fn clear_carry(&self, carry: &mut Self::Carry) {
+        carry.as_mut().fill(0.0);
+    }
 
     /// Reads `token`, advances `state` and returns the logits of the next byte. With `trace`,
     /// also records what [`Network::backward`] needs; the logits and state are bit-identical
@@ -108,8 +152,12 @@ pub trait Network {
 
     /// The recurrent state as named tensors (name, shape, values), for model files that resume
     /// a stream. [`Network::state_tensors_mut`] gives the same tensors in the same order.
-    fn state_tensors<'s>(&self, state: &'s Self::State) -> Vec<StateTensor<&'s [f32]>>;
-    fn state_tensors_mut<'s>(&self, state: &'s mut Self::State) -> Vec<StateTensor<&'s mut [f32]>>;
+    fn state_tensors<'s>(&self, state: &'s Self::State) -> Vec<StateTensor<&'s [f32]>> {
+        state_tensors(self.layouts().state, state.as_ref())
+    }
+    fn state_tensors_mut<'s>(&self, state: &'s mut Self::State) -> Vec<StateTensor<&'s mut [f32]>> {
+        state_tensors_mut(self.layouts().state, state.as_mut())
+    }
 }
 
 /// How a network is made: its parameters' layout for a config (all zero), and the config that
@@ -130,7 +178,7 @@ pub struct StateTensor<D> {
 }
 
 /// The entries of a flat state as named tensors, in layout order.
-pub fn state_tensors<'s>(layout: &layout::Layout, state: &'s [f32]) -> Vec<StateTensor<&'s [f32]>> {
+pub fn state_tensors<'s>(layout: &Layout, state: &'s [f32]) -> Vec<StateTensor<&'s [f32]>> {
     layout
         .entries()
         .iter()
@@ -144,7 +192,7 @@ pub fn state_tensors<'s>(layout: &layout::Layout, state: &'s [f32]) -> Vec<State
 
 /// Mutable form of [`state_tensors`]: one disjoint slice per entry.
 pub fn state_tensors_mut<'s>(
-    layout: &layout::Layout,
+    layout: &Layout,
     state: &'s mut [f32],
 ) -> Vec<StateTensor<&'s mut [f32]>> {
     let mut rest = state;

@@ -12,42 +12,29 @@
 //! Weight names are the native safetensors keys (`model.layers.N.mixer.*`). The convolution's
 //! tap 0 multiplies the newest input (native layout).
 
+mod block;
 mod conv;
-mod replay;
 mod scan;
-mod steps;
 #[cfg(test)]
 mod tests;
 
 use anyhow::Result;
 
-use self::conv::{conv_backward, conv_forward, conv_param_grads};
-use self::scan::{
-    ScanGrads, ScanInput, ScanTrace, gate_backward, gate_forward, scan_backward, scan_forward,
-    softplus_backward, softplus_forward,
-};
-use crate::flat_group;
+use self::block::{Block, BlockActs, BlockGrads, Seg, StepGrads, block_acts, step_grads};
 use crate::kernels;
-use crate::model::layers::{Linear, rms_norm, rms_norm_backward, two_mut};
-use crate::model::layout::Layout;
-use crate::model::{Build, Network, StateTensor, VOCAB};
-use crate::params::{Group, InitRng, ParamSet, Scope, Slot, TensorSource};
+use crate::model::layers::{Linear, MAX_STEPS, rms_norm, rms_norm_backward_steps};
+use crate::model::layout::{Blocks, Layout, carve, carve_mut, register};
+use crate::model::{Build, Layouts, Network, VOCAB};
+use crate::params::{InitRng, ParamSet, Scope, Slot, TensorSource};
 
-/// Training groups, indexed by [`Group`].
-pub const GROUPS: &[&str] = &[
-    "embed",
-    "layer_norm",
-    "mixer_conv",
-    "mixer_ssm",
-    "mixer_proj",
-    "head",
-];
-const EMBED: Group = 0;
-const LAYER_NORM: Group = 1;
-const MIXER_CONV: Group = 2;
-const MIXER_SSM: Group = 3;
-const MIXER_PROJ: Group = 4;
-const HEAD: Group = 5;
+training_groups! {
+    EMBED = "embed",
+    LAYER_NORM = "layer_norm",
+    MIXER_CONV = "mixer_conv",
+    MIXER_SSM = "mixer_ssm",
+    MIXER_PROJ = "mixer_proj",
+    HEAD = "head",
+}
 
 /// RMSNorm epsilon of the reference implementation.
 const NORM_EPS: f32 = 1e-5;
@@ -155,25 +142,25 @@ impl Config {
     }
 
     /// Floats of one state (and of its gradient): per layer the convolution window and the
-    /// SSM state, as [`StateLayout`] lays them out.
+    /// SSM state, as [`Config::state_blocks`] lays them out.
     pub fn state_floats(&self) -> usize {
-        StateLayout::new(self).layout.len()
+        self.state_blocks().layout.len()
     }
 
-    /// Floats of one byte's trace, as [`TraceLayout`] lays it out: the SSM's `[I, S]` tensors
-    /// dominate.
+    /// Floats of one byte's trace, as [`Config::trace_blocks`] lays it out: the SSM's `[I, S]`
+    /// tensors dominate.
     pub fn trace_floats(&self) -> usize {
-        TraceLayout::new(self).layout.len()
+        self.trace_blocks().layout.len()
     }
 
     /// Floats of the gradient buffers a backward over `steps` steps at once keeps.
     pub fn step_grad_floats(&self, steps: usize) -> usize {
-        steps::StepGrads::floats(self, steps)
+        self.step_grad_layout(steps).len()
     }
 
     /// Floats of the buffers a replay of known bytes over several steps at once keeps.
     pub fn replay_floats(&self) -> usize {
-        replay::ReplayBuffers::floats(self)
+        self.replay_layout().len()
     }
 }
 
@@ -181,7 +168,7 @@ impl Config {
 // Weights: slots into the ParamSet
 // ---------------------------------------------------------------------------------------------
 
-struct LayerSlots {
+pub(super) struct LayerSlots {
     norm_w: Slot,     // [H]
     in_proj: Linear,  // [2I, H] + [2I]
     conv_w: Slot,     // [I, 1, K]
@@ -201,7 +188,7 @@ struct Slots {
 }
 
 /// Registers every tensor, in the order (and with the names) of model files.
-fn register(cfg: &Config, p: &mut ParamSet) -> Slots {
+fn register_params(cfg: &Config, p: &mut ParamSet) -> Slots {
     let (h, i, s, k, r) = (cfg.hidden, cfg.inner, cfg.state, cfg.conv, cfg.dt_rank);
     let embed = p.add_sparse_rows("model.embeddings.weight", &[VOCAB, h], EMBED);
     let final_norm_w = p.add("model.norm.weight", &[h], LAYER_NORM);
@@ -263,32 +250,20 @@ fn init_random(slots: &Slots, p: &mut ParamSet, seed: u64) {
 // State: what carries from byte to byte, one flat buffer
 // ---------------------------------------------------------------------------------------------
 
-flat_group! {
-    /// One block's part of the state (named `layers.N.*` in model files that resume a stream).
-    pub struct LayerStateSlots, view LayerState, view_mut LayerStateMut, dims (i, s, k) {
-        /// The convolution's previous K−1 inputs per channel, newest first: `[I, K−1]`.
-        conv: [i, k - 1],
-        /// SSM state `[I, S]`.
-        ssm: [i, s],
-    }
+/// One block's part of the state (named `layers.N.*` in model files that resume a stream); a
+/// carry (the gradient with respect to a state) has the same layout.
+pub(super) struct LayerState<T> {
+    /// The convolution's previous K−1 inputs per channel, newest first: `[I, K−1]`.
+    pub conv: T,
+    /// SSM state `[I, S]`.
+    pub ssm: T,
 }
 
-/// The state's layout; its gradient (the carry) has the same one.
-pub struct StateLayout {
-    pub layout: Layout,
-    layers: Vec<LayerStateSlots>,
-}
-
-impl StateLayout {
-    fn new(cfg: &Config) -> Self {
-        let mut layout = Layout::new();
-        let layers = (0..cfg.layers)
-            .map(|l| {
-                let prefix = format!("layers.{l}.");
-                LayerStateSlots::register(&mut layout, &prefix, cfg.inner, cfg.state, cfg.conv)
-            })
-            .collect();
-        StateLayout { layout, layers }
+fn layer_state<T>(cfg: &Config, add: &mut impl FnMut(&str, &[usize]) -> T) -> LayerState<T> {
+    let (i, s, k) = (cfg.inner, cfg.state, cfg.conv);
+    LayerState {
+        conv: add("conv", &[i, k - 1]),
+        ssm: add("ssm", &[i, s]),
     }
 }
 
@@ -296,109 +271,73 @@ impl StateLayout {
 // Trace: what backward needs from one forward step, one flat buffer
 // ---------------------------------------------------------------------------------------------
 
-flat_group! {
-    /// The trace's parts outside the blocks.
-    pub struct OuterTraceSlots, view OuterTrace, view_mut OuterTraceMut, dims (h) {
-        /// The input byte, as a float.
-        token: [1],
-        /// Residual stream after the last block `[H]`.
-        h_final: [h],
-        /// Final norm: the LM head's input `[H]`.
-        norm_f: [h],
+/// The trace's parts outside the blocks; each block's part is a [`BlockActs`] of one step.
+struct StepTrace<T> {
+    /// The input byte, as a float `[1]`.
+    token: T,
+    /// Residual stream after the last block `[H]`.
+    h_final: T,
+    /// Final norm: the LM head's input `[H]`.
+    norm_f: T,
+}
+
+fn step_trace<T>(cfg: &Config, add: &mut impl FnMut(&str, &[usize]) -> T) -> StepTrace<T> {
+    StepTrace {
+        token: add("token", &[1]),
+        h_final: add("h_final", &[cfg.hidden]),
+        norm_f: add("norm_f", &[cfg.hidden]),
     }
 }
 
-flat_group! {
-    /// One block's trace.
-    pub struct LayerTraceSlots, view LayerTrace, view_mut LayerTraceMut, dims (h, i, s, k, r) {
-        /// Residual stream entering the block `[H]`.
-        h_in: [h],
-        /// rms(h_in)·w `[H]`.
-        norm: [h],
-        /// in_proj output: x (conv input) then z (gate input) `[2I]`.
-        xz: [2 * i],
-        /// Convolution inputs before this step `[I, K−1]`.
-        conv_prev: [i, k - 1],
-        /// Convolution output `[I]` and its sigmoid.
-        conv_pre: [i],
-        conv_sig: [i],
-        /// silu(conv_pre): the SSM input `[I]`.
-        u: [i],
-        /// x_proj output: Δ-rank part, B, C `[R + 2S]`.
-        proj: [r + 2 * s],
-        /// dt_proj output + bias, and its softplus Δ `[I]`.
-        dt_pre: [i],
-        dt: [i],
-        /// silu(z) and sigmoid(z) `[I]`.
-        gate: [i],
-        gate_sig: [i],
-        /// SSM output before the gate, and gated `[I]`.
-        y_pre: [i],
-        y: [i],
-        /// exp(Δ·A), the state before and after this step `[I, S]`.
-        da: [i, s],
-        ssm_prev: [i, s],
-        ssm_new: [i, s],
+impl Config {
+    fn state_blocks(&self) -> Blocks {
+        Blocks::new(
+            self.layers,
+            |_| {},
+            |layout, prefix, _| {
+                layer_state(self, &mut register(layout, prefix));
+            },
+        )
     }
-}
 
-/// One byte's trace layout.
-pub struct TraceLayout {
-    pub layout: Layout,
-    outer: OuterTraceSlots,
-    layers: Vec<LayerTraceSlots>,
-}
+    fn trace_blocks(&self) -> Blocks {
+        let top = |layout: &mut Layout| {
+            step_trace(self, &mut register(layout, ""));
+        };
+        Blocks::new(self.layers, top, |layout, prefix, _| {
+            block_acts(self, (1, 1), &mut register(layout, prefix));
+        })
+    }
 
-impl TraceLayout {
-    fn new(cfg: &Config) -> Self {
-        let (h, i, s, k, r) = (cfg.hidden, cfg.inner, cfg.state, cfg.conv, cfg.dt_rank);
+    /// The layout of the gradient buffers of a backward over `steps` steps.
+    fn step_grad_layout(&self, steps: usize) -> Layout {
         let mut layout = Layout::new();
-        let outer = OuterTraceSlots::register(&mut layout, "", h);
-        let layers = (0..cfg.layers)
-            .map(|l| LayerTraceSlots::register(&mut layout, &format!("layers.{l}."), h, i, s, k, r))
-            .collect();
-        TraceLayout {
-            layout,
-            outer,
-            layers,
-        }
+        step_grads(self, steps, &mut register(&mut layout, ""));
+        layout
+    }
+
+    /// The layout of a replay's buffers: the residual stream, one block's output and one
+    /// block's activations, each over [`MAX_STEPS`] steps (no copies for backward).
+    fn replay_layout(&self) -> Layout {
+        let mut layout = Layout::new();
+        replay_bufs(self, &mut register(&mut layout, ""));
+        layout
     }
 }
 
-/// Gradient buffers of one backward step.
-struct GradScratch {
-    h: Vec<f32>,      // [H] dL/d(residual stream)
-    h_in: Vec<f32>,   // [H] dL/d(residual stream entering the block being walked back)
-    norm: Vec<f32>,   // [H]
-    y: Vec<f32>,      // [I]
-    xz: Vec<f32>,     // [2I]
-    u: Vec<f32>,      // [I] dL/d(SSM input u)
-    dt_pre: Vec<f32>, // [I]
-    proj: Vec<f32>,   // [R + 2S]
-    y_pre: Vec<f32>,  // [I] dL/d(SSM output before the gate)
-    ssm: Vec<f32>,    // [S] dL/d(new state) of one channel
-    dt_a: Vec<f32>,   // [S] dL/d(Δ·A) of one channel
-    sig: Vec<f32>,    // [I] sigmoid(dt_pre)
+/// A replay's buffers (see [`Config::replay_layout`]).
+struct ReplayBufs<T> {
+    /// Residual stream and one block's output `[MAX_STEPS, H]`.
+    h: T,
+    out: T,
+    acts: BlockActs<T>,
 }
 
-impl GradScratch {
-    fn new(cfg: &Config) -> Self {
-        let (h, i, s, r) = (cfg.hidden, cfg.inner, cfg.state, cfg.dt_rank);
-        let z = |n: usize| vec![0.0f32; n];
-        GradScratch {
-            h: z(h),
-            h_in: z(h),
-            norm: z(h),
-            y: z(i),
-            xz: z(2 * i),
-            u: z(i),
-            dt_pre: z(i),
-            proj: z(r + 2 * s),
-            y_pre: z(i),
-            ssm: z(s),
-            dt_a: z(s),
-            sig: z(i),
-        }
+fn replay_bufs<T>(cfg: &Config, add: &mut impl FnMut(&str, &[usize]) -> T) -> ReplayBufs<T> {
+    ReplayBufs {
+        h: add("h", &[MAX_STEPS, cfg.hidden]),
+        out: add("out", &[MAX_STEPS, cfg.hidden]),
+        acts: block_acts(cfg, (MAX_STEPS, 0), add),
     }
 }
 
@@ -406,31 +345,34 @@ impl GradScratch {
 // The network
 // ---------------------------------------------------------------------------------------------
 
-pub struct Mamba1 {
+/// What the steps read: the sizes, the weights' slots, the layouts and `A = −exp(A_log)`.
+struct Model {
     cfg: Config,
     slots: Slots,
-    state_layout: StateLayout,
-    trace_layout: TraceLayout,
+    state_layout: Blocks,
+    trace_layout: Blocks,
     /// A = −exp(A_log) per layer, refreshed whenever the parameters change.
     a: Vec<Vec<f32>>,
+}
+
+/// What the steps write besides states, traces and gradients.
+struct Buffers {
     /// The trace an untraced forward writes into: traced and untraced forward run one code path.
     scratch: Vec<f32>,
     /// The residual stream `[H]` and one block's output before it joins it.
     h: Vec<f32>,
     block_out: Vec<f32>,
     logits: Vec<f32>,
-    g: GradScratch,
-    /// Gradient buffers of a segment's steps, made on the first segment backward.
-    step_grads: Option<steps::StepGrads>,
-    /// Activation buffers of a replay, made on the first replay.
-    replay: Option<replay::ReplayBuffers>,
+    /// Gradient buffers ([`StepGrads`]) of `grad_steps` steps, grown by a longer segment.
+    grads: Vec<f32>,
+    grad_steps: usize,
+    /// A replay's buffers ([`ReplayBufs`]), made on the first replay.
+    replay: Option<Vec<f32>>,
 }
 
-/// Whether a forward step keeps what backward needs, and whether it computes the logits.
-#[derive(Clone, Copy)]
-struct StepMode {
-    traced: bool,
-    logits: bool,
+pub struct Mamba1 {
+    model: Model,
+    bufs: Buffers,
 }
 
 impl Mamba1 {
@@ -439,23 +381,25 @@ impl Mamba1 {
     pub fn new(cfg: Config) -> Result<(Self, ParamSet)> {
         cfg.validate()?;
         let mut params = ParamSet::new();
-        let slots = register(&cfg, &mut params);
-        let (h, i, s) = (cfg.hidden, cfg.inner, cfg.state);
-        let trace_layout = TraceLayout::new(&cfg);
-        let mut net = Mamba1 {
-            a: vec![vec![0.0; i * s]; cfg.layers],
+        let slots = register_params(&cfg, &mut params);
+        let trace_layout = cfg.trace_blocks();
+        let bufs = Buffers {
             scratch: trace_layout.layout.zeros(),
-            state_layout: StateLayout::new(&cfg),
-            trace_layout,
-            h: vec![0.0; h],
-            block_out: vec![0.0; h],
+            h: vec![0.0; cfg.hidden],
+            block_out: vec![0.0; cfg.hidden],
             logits: vec![0.0; VOCAB],
-            g: GradScratch::new(&cfg),
-            step_grads: None,
+            grads: cfg.step_grad_layout(1).zeros(),
+            grad_steps: 1,
             replay: None,
+        };
+        let model = Model {
+            a: vec![vec![0.0; cfg.inner * cfg.state]; cfg.layers],
+            state_layout: cfg.state_blocks(),
+            trace_layout,
             cfg,
             slots,
         };
+        let mut net = Mamba1 { model, bufs };
         net.refresh(&params);
         Ok((net, params))
     }
@@ -463,315 +407,193 @@ impl Mamba1 {
     /// A freshly initialised network and its parameters.
     pub fn new_random(cfg: Config, seed: u64) -> Result<(Self, ParamSet)> {
         let (mut net, mut params) = Self::new(cfg)?;
-        init_random(&net.slots, &mut params, seed);
+        init_random(&net.model.slots, &mut params, seed);
         net.refresh(&params);
         Ok((net, params))
     }
 
     pub fn config(&self) -> &Config {
-        &self.cfg
+        &self.model.cfg
     }
 
-    /// One step walked back ([`Network::backward`]).
-    fn backward_one(
-        &mut self,
-        params: &ParamSet,
-        tr: &[f32],
-        grad_logits: &[f32],
-        scope: Scope,
-        grads: &mut [f32],
-        mut carry: Option<&mut [f32]>,
-    ) {
-        let hid = self.cfg.hidden;
-        let p = |slot: Slot| slot.of(&params.data);
-        let (sl, tl, g) = (&self.slots, &self.trace_layout, &mut self.g);
-        let outer = tl.outer.view(tr);
-        // 11. logits = lm_head · norm_f
-        let below = [EMBED, LAYER_NORM, MIXER_CONV, MIXER_SSM, MIXER_PROJ];
-        if !below.iter().any(|&gr| scope.has(gr)) {
-            // Nothing below the head trains: no gradient flows into the state either.
-            if scope.has(HEAD) {
-                let g_head = sl.lm_head.w.of_mut(grads);
-                kernels::add_outer(g_head, VOCAB, hid, grad_logits, outer.norm_f);
-            }
-            if let Some(c) = carry {
-                c.fill(0.0);
-            }
-            return;
-        }
-        let g_head = scope.has(HEAD).then_some(&mut *grads);
-        sl.lm_head.backward(
-            params,
-            g_head,
-            outer.norm_f,
-            grad_logits,
-            &mut g.norm,
-            false,
-        );
-        //     norm_f = rms(h_final) · final_norm_w
-        let gw = scope.has(LAYER_NORM).then(|| sl.final_norm_w.of_mut(grads));
-        rms_norm_backward(
-            outer.h_final,
-            p(sl.final_norm_w),
-            NORM_EPS,
-            &g.norm,
-            &mut g.h,
-            gw,
-        );
-        // 10–2. the blocks, last first
-        for l in (0..self.cfg.layers).rev() {
-            let lt = tl.layers[l].view(tr);
-            let block_carry = carry
-                .as_deref_mut()
-                .map(|c| self.state_layout.layers[l].view_mut(c));
-            let out = BlockGrads {
-                grads,
-                scope,
-                carry: block_carry,
-            };
-            block_backward(&self.cfg, &sl.layers[l], params, &self.a[l], &lt, g, out);
-        }
-        // 1. h = embed[token]
-        if scope.has(EMBED) {
-            let row = sl.embed.row(outer.token[0] as usize, hid);
-            kernels::add_assign(row.of_mut(grads), &g.h);
-        }
-    }
-
-    /// One forward step: reads `token` and advances `state`. Untraced, it writes its trace
-    /// into scratch and skips the copies only backward reads; without logits it skips the LM
-    /// head. Neither changes a bit of the state or of the logits.
+    /// The forward of the live byte (T = 1): reads `token` and advances `state`. Untraced, it
+    /// writes its trace into scratch and skips the copies only backward reads; without logits
+    /// it skips the LM head. Neither changes a bit of the state or of the logits.
     fn step(
         &mut self,
         params: &ParamSet,
         state: &mut [f32],
         token: u8,
         trace: Option<&mut [f32]>,
-        mode: StepMode,
+        logits: bool,
     ) {
-        let Mamba1 {
-            cfg,
-            slots: sl,
-            state_layout,
-            trace_layout: tl,
-            a,
-            scratch,
-            h,
-            block_out,
-            logits,
-            ..
-        } = self;
-        let tr = trace.unwrap_or(scratch);
-        let p = |slot: Slot| slot.of(&params.data);
+        let (m, b) = (&self.model, &mut self.bufs);
+        let traced = trace.is_some();
+        let tr = trace.unwrap_or(&mut b.scratch);
+        let (top, layers) = tr.split_at_mut(m.trace_layout.top);
+        let top = step_trace(&m.cfg, &mut carve_mut(top));
         // 1. h = embed[token]
-        h.copy_from_slice(p(sl.embed.row(token as usize, cfg.hidden)));
+        b.h.copy_from_slice(params.get(m.slots.embed.row(token as usize, m.cfg.hidden)));
+        top.token[0] = token as f32;
         // 2–10. the blocks, each h += block(h)
-        for (l, ls) in sl.layers.iter().enumerate() {
-            let lt = tl.layers[l].view_mut(tr);
-            let st = state_layout.layers[l].view_mut(state);
-            block_forward(cfg, ls, params, &a[l], h, lt, st, block_out, mode.traced);
+        for l in 0..m.cfg.layers {
+            let range = m.trace_layout.after_top(l);
+            let mut acts = block_acts(&m.cfg, (1, 1), &mut carve_mut(&mut layers[range]));
+            let st = m.layer_state(state, l);
+            let bufs = (&mut b.h[..], &mut b.block_out[..]);
+            block::forward(&m.block(l), params, bufs, &mut acts, st, 1, traced);
         }
         // 11. logits = lm_head · rms(h) · final_norm_w
-        let outer = tl.outer.view_mut(tr);
-        outer.token[0] = token as f32;
-        if mode.logits {
-            rms_norm(h, p(sl.final_norm_w), NORM_EPS, outer.norm_f);
-            sl.lm_head.forward(params, outer.norm_f, logits);
+        if logits {
+            rms_norm(&b.h, params.get(m.slots.final_norm_w), NORM_EPS, top.norm_f);
+            m.slots.lm_head.forward(params, top.norm_f, &mut b.logits);
         }
-        outer.h_final.copy_from_slice(h);
+        top.h_final.copy_from_slice(&b.h);
     }
-}
 
-/// One block forward: `h += out_proj( ssm( silu(conv(x)) ) · silu(z) )`, `[x; z] =
-/// in_proj(rms(h))`, writing the block's trace and advancing its state.
-#[allow(clippy::too_many_arguments)]
-fn block_forward(
-    cfg: &Config,
-    ls: &LayerSlots,
-    params: &ParamSet,
-    a: &[f32],
-    h: &mut [f32],
-    lt: LayerTraceMut,
-    st: LayerStateMut,
-    block_out: &mut [f32],
-    traced: bool,
-) {
-    let (i, k, r) = (cfg.inner, cfg.conv, cfg.dt_rank);
-    let p = |slot: Slot| slot.of(&params.data);
-    if traced {
-        lt.h_in.copy_from_slice(h);
-        lt.conv_prev.copy_from_slice(st.conv);
-        lt.ssm_prev.copy_from_slice(st.ssm);
-    }
-    // 2. norm = rms(h) · norm_w
-    rms_norm(h, p(ls.norm_w), NORM_EPS, lt.norm);
-    // 3. [x; z] = in_proj_w · norm + in_proj_b
-    ls.in_proj.forward(params, lt.norm, lt.xz);
-    // 4. conv_pre[c] = Σ_t conv_w[c,t] · x[c, now − t] + conv_b[c]   (tap 0 = newest)
-    conv_forward(
-        p(ls.conv_w),
-        p(ls.conv_b),
-        &lt.xz[..i],
-        st.conv,
-        lt.conv_pre,
-        k,
-    );
-    // 5. u = silu(conv_pre)
-    kernels::silu_into(lt.conv_pre, lt.u, lt.conv_sig);
-    // 6. [δ; B; C] = x_proj_w · u
-    ls.x_proj.forward(params, lt.u, lt.proj);
-    // 7. Δ = softplus(dt_proj_w · δ + dt_proj_b)
-    ls.dt_proj.forward(params, &lt.proj[..r], lt.dt_pre);
-    softplus_forward(lt.dt_pre, lt.dt);
-    // 8. dA = exp(Δ · A);  9. s' = s · dA + (u·Δ) · B,  y_pre = C · s' + D · u
-    let input = scan_input(cfg, ls, params, a, lt.u, lt.dt, lt.proj);
-    scan_forward(&input, st.ssm, lt.da, lt.y_pre);
-    //    y = y_pre · silu(z)
-    gate_forward(lt.y_pre, &lt.xz[i..], lt.gate, lt.gate_sig, lt.y);
-    if traced {
-        lt.ssm_new.copy_from_slice(st.ssm);
-    }
-    // 10. h += out_proj_w · y + out_proj_b
-    ls.out_proj.forward(params, lt.y, block_out);
-    kernels::add_assign(h, block_out);
-}
-
-/// What the scan reads of a block's parameters and of this byte's activations.
-fn scan_input<'a>(
-    cfg: &Config,
-    ls: &LayerSlots,
-    params: &'a ParamSet,
-    a: &'a [f32],
-    u: &'a [f32],
-    dt: &'a [f32],
-    proj: &'a [f32],
-) -> ScanInput<'a> {
-    let (s, r) = (cfg.state, cfg.dt_rank);
-    ScanInput {
-        u,
-        dt,
-        b: &proj[r..r + s],
-        c: &proj[r + s..r + 2 * s],
-        d: params.get(ls.d),
-        a,
-    }
-}
-
-/// What one block's backward step writes into: the flat gradient buffer, the trained groups,
-/// and the block's part of the carried state gradient.
-struct BlockGrads<'a> {
-    grads: &'a mut [f32],
-    scope: Scope,
-    carry: Option<LayerStateMut<'a>>,
-}
-
-/// One block backward, the steps of [`block_forward`] in reverse. On entry `g.h` is the
-/// gradient of the block's output stream; on return it is that of its input stream.
-fn block_backward(
-    cfg: &Config,
-    ls: &LayerSlots,
-    params: &ParamSet,
-    a: &[f32],
-    lt: &LayerTrace,
-    g: &mut GradScratch,
-    out: BlockGrads,
-) {
-    let (i, k) = (cfg.inner, cfg.conv);
-    let p = |slot: Slot| slot.of(&params.data);
-    let BlockGrads {
-        grads,
-        scope,
-        carry,
-    } = out;
-    let (carry_conv, carry_ssm) = match carry {
-        Some(c) => (Some(c.conv), Some(c.ssm)),
-        None => (None, None),
-    };
-    let proj = scope.has(MIXER_PROJ);
-    // 10. h_out = h_in + out_proj_w · y + out_proj_b   (g.h is dL/dh_out = dL/dout)
-    let g_out = proj.then_some(&mut *grads);
-    ls.out_proj
-        .backward(params, g_out, lt.y, &g.h, &mut g.y, false);
-    // 9–6. the gate, the scan, Δ and x_proj: g.u becomes dL/du, g.xz[i..] dL/dz
-    ssm_backward(cfg, ls, params, a, lt, g, grads, scope, carry_ssm);
-    // 5. u = silu(conv_pre): g.u becomes dL/dconv_pre
-    for ((g_u, &pre), &sig) in g.u.iter_mut().zip(lt.conv_pre).zip(lt.conv_sig) {
-        *g_u *= kernels::math::silu_grad(pre, sig);
-    }
-    // 4. conv_pre = Σ_t w_t · x_{now−t} + b
-    if scope.has(MIXER_CONV) {
-        let (g_w, g_b) = two_mut(grads, ls.conv_w, ls.conv_b);
-        conv_param_grads(&g.u, &lt.xz[..i], lt.conv_prev, g_w, g_b, k);
-    }
-    conv_backward(p(ls.conv_w), &g.u, &mut g.xz[..i], carry_conv, k);
-    // 3. xz = in_proj_w · norm + in_proj_b
-    let g_in = proj.then_some(&mut *grads);
-    ls.in_proj
-        .backward(params, g_in, lt.norm, &g.xz, &mut g.norm, false);
-    // 2. norm = rms(h_in) · norm_w; the residual passes g.h through unchanged.
-    let g_w = scope.has(LAYER_NORM).then(|| ls.norm_w.of_mut(grads));
-    rms_norm_backward(lt.h_in, p(ls.norm_w), NORM_EPS, &g.norm, &mut g.h_in, g_w);
-    kernels::add_assign(&mut g.h_in, &g.h);
-    std::mem::swap(&mut g.h, &mut g.h_in);
-}
-
-/// Steps 9 to 6 of a block backward, from `g.y = dL/dy`: the gate (writes `g.xz[i..]`), the
-/// scan channel by channel (through `carry`, the block's SSM state gradient), softplus and
-/// `dt_proj`, and `x_proj`, leaving `dL/du` in `g.u`.
-#[allow(clippy::too_many_arguments)]
-fn ssm_backward(
-    cfg: &Config,
-    ls: &LayerSlots,
-    params: &ParamSet,
-    a: &[f32],
-    lt: &LayerTrace,
-    g: &mut GradScratch,
-    grads: &mut [f32],
-    scope: Scope,
-    carry: Option<&mut [f32]>,
-) {
-    let (i, s, r) = (cfg.inner, cfg.state, cfg.dt_rank);
-    let proj = scope.has(MIXER_PROJ);
-    // 9. y = y_pre · silu(z)
-    let gate = (lt.y_pre, &lt.xz[i..], lt.gate, lt.gate_sig);
-    gate_backward(gate, &g.y, &mut g.y_pre, &mut g.xz[i..]);
-    //    s' = s · dA + (u·Δ) · B,  y_pre = C · s' + D · u
-    g.proj.fill(0.0);
-    let (g_b, g_c) = g.proj[r..].split_at_mut(s);
-    let (g_d, g_a_log) = match scope.has(MIXER_SSM) {
-        true => {
-            let (d, a_log) = two_mut(grads, ls.d, ls.a_log);
-            (Some(d), Some(a_log))
+    /// The forward of known bytes (T ≤ [`MAX_STEPS`] at a time), untraced and without logits:
+    /// the bits of [`Network::advance`] byte after byte.
+    fn replay(&mut self, params: &ParamSet, state: &mut [f32], tokens: &[u8]) {
+        let (m, hid) = (&self.model, self.model.cfg.hidden);
+        let mut buf = self
+            .bufs
+            .replay
+            .take()
+            .unwrap_or_else(|| m.cfg.replay_layout().zeros());
+        for part in tokens.chunks(MAX_STEPS) {
+            let (n, v) = (part.len(), replay_bufs(&m.cfg, &mut carve_mut(&mut buf)));
+            let ReplayBufs { h, out, mut acts } = v;
+            // 1. h = embed[token]
+            for (t, &token) in part.iter().enumerate() {
+                let row = params.get(m.slots.embed.row(token as usize, hid));
+                h[t * hid..(t + 1) * hid].copy_from_slice(row);
+            }
+            // 2–10. the blocks over the steps
+            for l in 0..m.cfg.layers {
+                let st = m.layer_state(state, l);
+                let bufs = (&mut h[..], &mut out[..]);
+                block::forward(&m.block(l), params, bufs, &mut acts, st, n, false);
+            }
         }
-        false => (None, None),
-    };
-    let trace = ScanTrace {
-        input: scan_input(cfg, ls, params, a, lt.u, lt.dt, lt.proj),
-        da: lt.da,
-        ssm_prev: lt.ssm_prev,
-        ssm_new: lt.ssm_new,
-    };
-    let scan_grads = ScanGrads {
-        u: &mut g.u,
-        dt: &mut g.dt_pre,
-        b: g_b,
-        c: g_c,
-        d: g_d,
-        a_log: g_a_log,
-        s_scratch: &mut g.ssm,
-        dt_a_scratch: &mut g.dt_a,
-    };
-    scan_backward(&trace, &g.y_pre, scan_grads, carry);
-    // 7. Δ = softplus(dt_pre),  dt_pre = dt_proj_w · δ + dt_proj_b
-    softplus_backward(lt.dt_pre, &mut g.dt_pre, &mut g.sig);
-    let g_dt = proj.then_some(&mut *grads);
-    let (g_delta, delta) = (&mut g.proj[..r], &lt.proj[..r]);
-    ls.dt_proj
-        .backward(params, g_dt, delta, &g.dt_pre, g_delta, false);
-    // 6. proj = x_proj_w · u   (adds into g.u)
-    let g_x = proj.then_some(&mut *grads);
-    ls.x_proj
-        .backward(params, g_x, lt.u, &g.proj, &mut g.u, true);
+        self.bufs.replay = Some(buf);
+    }
+
+    /// Walks the traced steps `traces` back (T ≤ [`MAX_STEPS`]), last first, with
+    /// `grad_logits` one row of [`VOCAB`] per step (see [`Network::backward_steps`]).
+    /// The gradients go to `out`: the trained groups and the flat gradient buffer.
+    fn backward_segment(
+        &mut self,
+        params: &ParamSet,
+        (traces, grad_logits): (&[Vec<f32>], &[f32]),
+        out: (Scope, &mut [f32]),
+        carry: Option<&mut [f32]>,
+    ) {
+        let (m, b, n) = (&self.model, &mut self.bufs, traces.len());
+        if b.grad_steps < n {
+            b.grads = m.cfg.step_grad_layout(n).zeros();
+            b.grad_steps = n;
+        }
+        let mut g = step_grads(&m.cfg, b.grad_steps, &mut carve_mut(&mut b.grads));
+        m.backward(params, traces, grad_logits, out, carry, &mut g);
+    }
+}
+
+impl Model {
+    fn block(&self, l: usize) -> Block<'_> {
+        Block {
+            cfg: &self.cfg,
+            ls: &self.slots.layers[l],
+            a: &self.a[l],
+        }
+    }
+
+    /// Block `l`'s part of a state (or carry).
+    fn layer_state<'s>(&self, state: &'s mut [f32], l: usize) -> LayerState<&'s mut [f32]> {
+        let range = self.state_layout.layers[l].clone();
+        layer_state(&self.cfg, &mut carve_mut(&mut state[range]))
+    }
+
+    fn step_trace<'t>(&self, tr: &'t [f32]) -> StepTrace<&'t [f32]> {
+        step_trace(&self.cfg, &mut carve(&tr[..self.trace_layout.top]))
+    }
+
+    /// The steps of a segment walked back, each over all its steps: the head (11), the blocks
+    /// last first (10–2), the embedding (1).
+    fn backward(
+        &self,
+        params: &ParamSet,
+        traces: &[Vec<f32>],
+        grad_logits: &[f32],
+        (scope, grads): (Scope, &mut [f32]),
+        mut carry: Option<&mut [f32]>,
+        g: &mut StepGrads<&mut [f32]>,
+    ) {
+        let below = [EMBED, LAYER_NORM, MIXER_CONV, MIXER_SSM, MIXER_PROJ];
+        if !below.iter().any(|&gr| scope.has(gr)) {
+            return self.head_only_backward(traces, grad_logits, scope, grads, carry);
+        }
+        // 11. logits = lm_head · norm_f,  norm_f = rms(h_final) · final_norm_w
+        let (sl, hid, n) = (&self.slots, self.cfg.hidden, traces.len());
+        let mut norm_f: [&[f32]; MAX_STEPS] = [&[]; MAX_STEPS];
+        let mut h_final: [&[f32]; MAX_STEPS] = [&[]; MAX_STEPS];
+        for (t, tr) in traces.iter().enumerate() {
+            let top = self.step_trace(tr);
+            (norm_f[t], h_final[t]) = (top.norm_f, top.h_final);
+        }
+        let g_head = scope.has(HEAD).then_some(&mut *grads);
+        let g_norm = (&mut *g.norm, hid);
+        sl.lm_head
+            .backward_steps(params, g_head, &norm_f[..n], grad_logits, g_norm, false);
+        let gw = scope.has(LAYER_NORM).then(|| sl.final_norm_w.of_mut(grads));
+        let w = params.get(sl.final_norm_w);
+        rms_norm_backward_steps(&h_final[..n], w, NORM_EPS, g.norm, g.h, gw);
+        // 10–2. the blocks, last first
+        for l in (0..self.cfg.layers).rev() {
+            let range = self.trace_layout.layers[l].clone();
+            let seg = Seg {
+                cfg: &self.cfg,
+                traces,
+                range,
+            };
+            let out = BlockGrads {
+                grads: &mut *grads,
+                scope,
+                carry: carry.as_deref_mut().map(|c| self.layer_state(c, l)),
+            };
+            block::backward(&self.block(l), params, &seg, g, out);
+        }
+        // 1. h = embed[token]
+        if scope.has(EMBED) {
+            for (t, tr) in traces.iter().enumerate().rev() {
+                let token = self.step_trace(tr).token[0] as usize;
+                let row = self.slots.embed.row(token, hid);
+                kernels::add_assign(row.of_mut(grads), &g.h[t * hid..(t + 1) * hid]);
+            }
+        }
+    }
+
+    /// The backward when nothing below the head trains: no gradient flows into the state, so
+    /// the carry is left zero rather than stale.
+    fn head_only_backward(
+        &self,
+        traces: &[Vec<f32>],
+        grad_logits: &[f32],
+        scope: Scope,
+        grads: &mut [f32],
+        carry: Option<&mut [f32]>,
+    ) {
+        let hid = self.cfg.hidden;
+        for (t, tr) in traces.iter().enumerate().rev() {
+            if scope.has(HEAD) {
+                let g_head = self.slots.lm_head.w.of_mut(grads);
+                let g_t = &grad_logits[t * VOCAB..(t + 1) * VOCAB];
+                kernels::add_outer(g_head, VOCAB, hid, g_t, self.step_trace(tr).norm_f);
+            }
+        }
+        if let Some(c) = carry {
+            c.fill(0.0);
+        }
+    }
 }
 
 impl Build for Mamba1 {
@@ -787,40 +609,26 @@ impl Build for Mamba1 {
 }
 
 impl Network for Mamba1 {
+    /// Laid out by [`Config::state_blocks`].
     type State = Vec<f32>;
+    /// Laid out by [`Config::trace_blocks`].
     type Trace = Vec<f32>;
+    /// Laid out like the state.
     type Carry = Vec<f32>;
 
     fn groups(&self) -> &'static [&'static str] {
         GROUPS
     }
 
-    fn new_state(&self) -> Vec<f32> {
-        self.state_layout.layout.zeros()
-    }
-
-    fn new_trace(&self) -> Vec<f32> {
-        self.trace_layout.layout.zeros()
-    }
-
-    fn new_carry(&self) -> Vec<f32> {
-        self.new_state()
-    }
-
-    fn clear_carry(&self, carry: &mut Vec<f32>) {
-        carry.fill(0.0);
-    }
-
-    fn state_tensors<'s>(&self, state: &'s Vec<f32>) -> Vec<StateTensor<&'s [f32]>> {
-        crate::model::state_tensors(&self.state_layout.layout, state)
-    }
-
-    fn state_tensors_mut<'s>(&self, state: &'s mut Vec<f32>) -> Vec<StateTensor<&'s mut [f32]>> {
-        crate::model::state_tensors_mut(&self.state_layout.layout, state)
+    fn layouts(&self) -> Layouts<'_> {
+        Layouts {
+            state: &self.model.state_layout.layout,
+            trace: &self.model.trace_layout.layout,
+        }
     }
 
     fn refresh(&mut self, params: &ParamSet) {
-        for (a, l) in self.a.iter_mut().zip(&self.slots.layers) {
+        for (a, l) in self.model.a.iter_mut().zip(&self.model.slots.layers) {
             kernels::exp_into(params.get(l.a_log), a);
             for v in a.iter_mut() {
                 *v = -*v;
@@ -835,20 +643,12 @@ impl Network for Mamba1 {
         token: u8,
         trace: Option<&mut Vec<f32>>,
     ) -> &[f32] {
-        let mode = StepMode {
-            traced: trace.is_some(),
-            logits: true,
-        };
-        self.step(params, state, token, trace.map(|t| t.as_mut_slice()), mode);
-        &self.logits
+        self.step(params, state, token, trace.map(|t| t.as_mut_slice()), true);
+        &self.bufs.logits
     }
 
     fn advance(&mut self, params: &ParamSet, state: &mut Vec<f32>, token: u8) {
-        let mode = StepMode {
-            traced: false,
-            logits: false,
-        };
-        self.step(params, state, token, None, mode);
+        self.step(params, state, token, None, false);
     }
 
     fn backward(
@@ -860,14 +660,15 @@ impl Network for Mamba1 {
         grads: &mut [f32],
         carry: Option<&mut Vec<f32>>,
     ) {
-        let carry = carry.map(|c| c.as_mut_slice());
-        self.backward_one(params, tr, grad_logits, scope, grads, carry);
+        let (traces, carry) = (std::slice::from_ref(tr), carry.map(|c| c.as_mut_slice()));
+        self.backward_segment(params, (traces, grad_logits), (scope, grads), carry);
     }
 
     fn advance_steps(&mut self, params: &ParamSet, state: &mut Vec<f32>, tokens: &[u8]) {
-        self.advance_steps_impl(params, state, tokens);
+        self.replay(params, state, tokens);
     }
 
+    /// Layer by layer over up to [`MAX_STEPS`] steps at once, the last of them first.
     fn backward_steps(
         &mut self,
         params: &ParamSet,
@@ -877,6 +678,14 @@ impl Network for Mamba1 {
         grads: &mut [f32],
         carry: &mut Vec<f32>,
     ) {
-        self.backward_steps_impl(params, traces, grad_logits, scope, grads, carry);
+        let mut end = traces.len();
+        while end > 0 {
+            let start = end.saturating_sub(MAX_STEPS);
+            let g = &grad_logits[start * VOCAB..end * VOCAB];
+            let part = &traces[start..end];
+            let out = (scope, &mut *grads);
+            self.backward_segment(params, (part, g), out, Some(carry));
+            end = start;
+        }
     }
 }

@@ -39,11 +39,7 @@ fn bits(v: &[f32]) -> Vec<u32> {
 fn state_tensors_are_named_per_layer() {
     let (net, _) = Mamba1::new_random(small(), 1).unwrap();
     let mut state = net.new_state();
-    let names: Vec<(String, Vec<usize>)> = net
-        .state_tensors(&state)
-        .into_iter()
-        .map(|t| (t.name, t.shape))
-        .collect();
+    let names = gradcheck::state_names(&net, &state);
     assert_eq!(
         names,
         [

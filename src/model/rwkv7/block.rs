@@ -30,12 +30,13 @@ type TraceMut<'a, 'b> = &'a mut LayerTrace<&'b mut [f32]>;
 type TraceRef<'a, 'b> = &'a LayerTrace<&'b [f32]>;
 /// A block's part of the state, or of the carry.
 type StateMut<'a, 'b> = &'a mut LayerState<&'b mut [f32]>;
+/// What the parts of a block's backward read: its weights' slots, the parameters and its trace.
+type Walk<'a, 'b, 'c> = (&'a LayerSlots, &'a [f32], TraceRef<'b, 'c>);
 
 /// Steps 3–16, the time mixing: `x += W_o · attention(LN_attn(x))`, advancing the block's
 /// attention shift and WKV state. Block 0 writes `v_first`, later blocks read it.
 pub fn time_mix_forward(
-    ls: &LayerSlots,
-    params: &[f32],
+    (ls, params): (&LayerSlots, &[f32]),
     st: StateMut,
     t: TraceMut,
     v_first: &mut [f32],
@@ -124,7 +125,7 @@ pub fn time_mix_backward(
 ) {
     let train = scope.has(ATTN);
     // 16.–13. x_mid = x_in + W_o (y_head ⊙ g),  y_head = GN(y_wkv) + α·v
-    readout_backward(ls, params, t, g, train.then_some(&mut *grads));
+    readout_backward((ls, params, t), g, train.then_some(&mut *grads));
     // 12. per head and row i: sa_i = S_i·kk,  S'_i = S_i ⊙ w − sa_i·b + v_i·k,  y_i = S'_i·r
     let g_wkv = WkvGrads {
         w: &mut g.w,
@@ -139,13 +140,13 @@ pub fn time_mix_backward(
     let (prev, sa) = (t.wkv_prev, t.sa);
     wkv_backward(prev, &wkv_inputs(t), sa, &g.y_wkv, g_wkv, g_state, scratch);
     // 11.–10. k = k̃ ⊙ (1 + (a − 1) ⊙ k_a),  b = kk ⊙ a,  kk = q / max(‖q‖, ε), q = k̃ ⊙ k_k
-    keys_backward(ls, params, t, g, train.then_some(&mut *grads));
+    keys_backward((ls, params, t), g, train.then_some(&mut *grads));
     // 9. v = ṽ (block 0), or ṽ + (v_first − ṽ) ⊙ ν
     value_backward(ls, params, t, v_first, g, train.then_some(&mut *grads));
     // 8.–6. g, a and w, each through its low-rank path
-    low_rank_paths_backward(ls, params, t, g, train.then_some(&mut *grads));
+    low_rank_paths_backward((ls, params, t), g, train.then_some(&mut *grads));
     // 5. r = W_r x_r;   k̃ = W_k x_k;   ṽ = W_v x_v   (x_v's gradient adds to the value path's)
-    projections_backward(ls, params, t, g, train.then_some(&mut *grads));
+    projections_backward((ls, params, t), g, train.then_some(&mut *grads));
     // 4. x_m = xn + μ_m ⊙ (prev − xn), and xn became the next byte's prev
     take_carry(carry.as_deref_mut().map(|lc| &mut *lc.att_prev), &mut g.xn);
     for m in 0..SHIFTS {
@@ -161,13 +162,7 @@ pub fn time_mix_backward(
 
 /// Steps 16–13 backward: the output projection, the gate and the group norm with its bonus.
 /// Writes `g.y_wkv` and the bonus term's share of `g.v`, `g.r` and `g.k`.
-fn readout_backward(
-    ls: &LayerSlots,
-    params: &[f32],
-    t: TraceRef,
-    g: &mut GradScratch,
-    mut grads: Option<&mut [f32]>,
-) {
+fn readout_backward((ls, params, t): Walk, g: &mut GradScratch, mut grads: Option<&mut [f32]>) {
     let c = g.x.len();
     // 16. x_mid = x_in + W_o y_gate   (g.x = dL/dx_mid; the residual passes it on)
     let g_w = grads.as_deref_mut().map(|gr| ls.o_proj.of_mut(gr));
@@ -189,13 +184,7 @@ fn readout_backward(
 
 /// Steps 11–10 backward: the written key `k`, the removal direction `b` and the normalised
 /// key `kk`. Writes `g.a` and `g.kt`.
-fn keys_backward(
-    ls: &LayerSlots,
-    params: &[f32],
-    t: TraceRef,
-    g: &mut GradScratch,
-    mut grads: Option<&mut [f32]>,
-) {
+fn keys_backward((ls, params, t): Walk, g: &mut GradScratch, mut grads: Option<&mut [f32]>) {
     let (k_a, k_k) = (ls.k_a.of(params), ls.k_k.of(params));
     // 11. k = k̃ ⊙ (1 + (a − 1) ⊙ k_a);   b = kk ⊙ a
     let x = KeyInputs {
@@ -214,13 +203,7 @@ fn keys_backward(
 
 /// Step 5 backward: `r = W_r x_r`, `k̃ = W_k x_k`, `ṽ = W_v x_v`. Writes the gradients of `x_r`
 /// and `x_k` and adds to that of `x_v` (which the value-residual path wrote).
-fn projections_backward(
-    ls: &LayerSlots,
-    params: &[f32],
-    t: TraceRef,
-    g: &mut GradScratch,
-    mut grads: Option<&mut [f32]>,
-) {
+fn projections_backward((ls, params, t): Walk, g: &mut GradScratch, mut grads: Option<&mut [f32]>) {
     let c = g.x.len();
     let paths = [
         (ls.r_proj, R, &g.r, false),
@@ -273,9 +256,7 @@ fn value_backward(
 /// Steps 8–6 backward: the gate, `a` and the decay, each through its low-rank path. Writes the
 /// gradients of `x_g`, `x_a` and `x_w`.
 fn low_rank_paths_backward(
-    ls: &LayerSlots,
-    params: &[f32],
-    t: TraceRef,
+    (ls, params, t): Walk,
     g: &mut GradScratch,
     mut grads: Option<&mut [f32]>,
 ) {
@@ -324,8 +305,7 @@ fn low_rank_paths_backward(
 /// Steps 17–20, the channel mixing: `x += W_value · relu(W_key · shift(LN_ffn(x)))²`,
 /// advancing the block's FFN shift. `out` is scratch of `C`.
 pub fn channel_mix_forward(
-    ls: &LayerSlots,
-    params: &[f32],
+    (ls, params): (&LayerSlots, &[f32]),
     st: StateMut,
     t: TraceMut,
     x: &mut [f32],

@@ -25,52 +25,40 @@
 //! layers, each layer a `*_forward` beside its `*_backward`: [`wkv`] (delta-rule state update
 //! and readout), [`group_norm`] (per-head norm with the `r·k` bonus, and the gate), [`key`]
 //! (kk normalisation, the written key), [`low_rank`] (the four low-rank paths) and [`ffn`];
-//! the norms, token shift and linear maps are [`crate::model::layers`]. [`table`] reads one
-//! layout declaration as slots, counts and views.
+//! the norms, token shift and linear maps are [`crate::model::layers`]. Each layout is one
+//! declaration read as slots, counts and views ([`crate::model::layout`]).
 
 mod block;
 mod ffn;
 mod group_norm;
 mod key;
 mod low_rank;
-mod table;
 #[cfg(test)]
 mod tests;
 mod wkv;
-
-use std::ops::Range;
 
 use anyhow::{Result, bail};
 
 use crate::kernels;
 use crate::model::layers::{layer_norm, layer_norm_backward, layer_norm_param_grads};
-use crate::model::layout::Layout;
-use crate::model::{Build, Network, StateTensor, VOCAB};
-use crate::params::{Group, InitRng, ParamSet, Scope, Slot, TensorSource};
+use crate::model::layout::{Blocks, Layout, carve, carve_mut, register};
+use crate::model::{Build, Layouts, Network, VOCAB};
+use crate::params::{InitRng, ParamSet, Scope, Slot, TensorSource};
 
 use block::GradScratch;
 use ffn::FfnWeights;
 use low_rank::{Inner, LowRank};
-use table::{carve, carve_mut, register};
 
-/// Training groups of RWKV-7, indexed by [`crate::params::Group`].
-pub const GROUPS: &[&str] = &[
-    "embed",
-    "pre_norm",
-    "attn_norm",
-    "ffn_norm",
-    "attn",
-    "ffn",
-    "head",
-];
-const EMBED: Group = 0;
-const PRE_NORM: Group = 1;
-const ATTN_NORM: Group = 2;
-const FFN_NORM: Group = 3;
-const ATTN: Group = 4;
-const FFN: Group = 5;
-/// The LM head and the final LayerNorm, trained together as in the reference.
-const HEAD: Group = 6;
+training_groups! {
+    EMBED = "embed",
+    PRE_NORM = "pre_norm",
+    ATTN_NORM = "attn_norm",
+    FFN_NORM = "ffn_norm",
+    ATTN = "attn",
+    FFN = "ffn",
+    /// The LM head and the final LayerNorm, trained together as in the reference.
+    HEAD = "head",
+}
 // Group 7, "bias", is the predictor's output bias: no tensor of the network belongs to it.
 
 /// Width of one head; the WKV state of a head is `N × N`.
@@ -531,43 +519,6 @@ fn layer_trace<T>(
     }
 }
 
-/// A flat buffer: the entries of the whole step (`..top`), then one run of entries per block.
-struct Blocks {
-    layout: Layout,
-    top: usize,
-    layers: Vec<Range<usize>>,
-}
-
-impl Blocks {
-    /// Lays out `top`'s entries, then `layer`'s for each block, prefixed `layers.{l}.`.
-    fn new(
-        layers: usize,
-        top: impl FnOnce(&mut Layout),
-        mut layer: impl FnMut(&mut Layout, &str, usize),
-    ) -> Self {
-        let mut layout = Layout::new();
-        top(&mut layout);
-        let top = layout.len();
-        let layers = (0..layers)
-            .map(|l| {
-                let start = layout.len();
-                layer(&mut layout, &format!("layers.{l}."), l);
-                start..layout.len()
-            })
-            .collect();
-        Blocks {
-            layout,
-            top,
-            layers,
-        }
-    }
-
-    /// Block `l`'s range within the part after the step's own entries.
-    fn after_top(&self, l: usize) -> Range<usize> {
-        self.layers[l].start - self.top..self.layers[l].end - self.top
-    }
-}
-
 impl Config {
     fn state_blocks(&self) -> Blocks {
         Blocks::new(
@@ -690,9 +641,9 @@ impl Rwkv7 {
                 lt.x_in.copy_from_slice(x);
             }
             // 3.–16. x += W_o · attention(LN_attn(x))
-            block::time_mix_forward(ls, &params.data, &mut st, &mut lt, top.v_first, x, traced);
+            block::time_mix_forward((ls, &params.data), &mut st, &mut lt, top.v_first, x, traced);
             // 17.–20. x += W_value · relu(W_key · shift(LN_ffn(x)))²
-            block::channel_mix_forward(ls, &params.data, &mut st, &mut lt, x, block_out);
+            block::channel_mix_forward((ls, &params.data), &mut st, &mut lt, x, block_out);
         }
         // 21. logits = lm_head · LN_out(x)
         if logits {
@@ -728,49 +679,15 @@ impl Network for Rwkv7 {
         GROUPS
     }
 
-    fn new_state(&self) -> Vec<f32> {
-        self.state_layout.layout.zeros()
-    }
-
-    fn new_trace(&self) -> Vec<f32> {
-        self.trace_layout.layout.zeros()
-    }
-
-    fn new_carry(&self) -> Vec<f32> {
-        self.new_state()
-    }
-
-    fn clear_carry(&self, carry: &mut Vec<f32>) {
-        carry.fill(0.0);
+    fn layouts(&self) -> Layouts<'_> {
+        Layouts {
+            state: &self.state_layout.layout,
+            trace: &self.trace_layout.layout,
+        }
     }
 
     /// RWKV-7 reads every weight as it is stored: no cache depends on the parameters.
     fn refresh(&mut self, _params: &ParamSet) {}
-
-    fn state_tensors<'s>(&self, state: &'s Vec<f32>) -> Vec<StateTensor<&'s [f32]>> {
-        let entries = self.state_layout.layout.entries();
-        entries
-            .iter()
-            .map(|e| StateTensor {
-                name: e.name.clone(),
-                shape: e.shape.clone(),
-                data: e.slot.of(state),
-            })
-            .collect()
-    }
-
-    fn state_tensors_mut<'s>(&self, state: &'s mut Vec<f32>) -> Vec<StateTensor<&'s mut [f32]>> {
-        let mut take = carve_mut(state);
-        let entries = self.state_layout.layout.entries();
-        entries
-            .iter()
-            .map(|e| StateTensor {
-                name: e.name.clone(),
-                shape: e.shape.clone(),
-                data: take(&e.name, &e.shape),
-            })
-            .collect()
-    }
 
     fn forward(
         &mut self,

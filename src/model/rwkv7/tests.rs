@@ -1,4 +1,6 @@
 use super::*;
+use crate::model::gradcheck;
+use crate::params::Group;
 
 /// Two blocks (so the value residual is exercised), one head, and widths and ranks that are
 /// not multiples of the SIMD lane count.
@@ -295,11 +297,7 @@ fn state_and_trace_match_their_size_estimates() {
 fn state_tensors_keep_their_names_and_shapes() {
     let (net, _) = Rwkv7::new_random(small_cfg(), 3).unwrap();
     let mut state = net.new_state();
-    let names: Vec<(String, Vec<usize>)> = net
-        .state_tensors(&state)
-        .into_iter()
-        .map(|t| (t.name, t.shape))
-        .collect();
+    let names = gradcheck::state_names(&net, &state);
     let want: Vec<(String, Vec<usize>)> = (0..2)
         .flat_map(|l| {
             [

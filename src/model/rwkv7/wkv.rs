@@ -27,18 +27,19 @@ pub struct WkvInputs<'a> {
     pub kk: &'a [f32],
 }
 
+impl<'a> WkvInputs<'a> {
+    /// Head `hd`'s part of `w`, `b`, `k`, `r` and `kk`, each `[N]`.
+    fn head(&self, hd: usize) -> [&'a [f32]; 5] {
+        let hs = hd * N..(hd + 1) * N;
+        [self.w, self.b, self.k, self.r, self.kk].map(|v| &v[hs.clone()])
+    }
+}
+
 /// One step of every head, in place on `state` (`[H, N, N]`): per row `i`, `sa_i = S_i·kk`,
 /// `S'_i = S_i ⊙ w − sa_i·b + v_i·k`, `y_i = S'_i·r`. Keeps `sa` (`[C]`) for backward.
 pub fn wkv_forward(state: &mut [f32], x: &WkvInputs, sa: &mut [f32], y: &mut [f32]) {
     for (hd, head) in state.chunks_exact_mut(N * N).enumerate() {
-        let hs = hd * N..(hd + 1) * N;
-        let (w, b, k, r, kk) = (
-            &x.w[hs.clone()],
-            &x.b[hs.clone()],
-            &x.k[hs.clone()],
-            &x.r[hs.clone()],
-            &x.kk[hs],
-        );
+        let [w, b, k, r, kk] = x.head(hd);
         for (i, row) in head.chunks_exact_mut(N).enumerate() {
             let ci = hd * N + i;
             let s_kk = kernels::dot(row, kk);
@@ -81,13 +82,7 @@ pub fn wkv_backward(
     g.kk.fill(0.0);
     for (hd, head_prev) in prev.chunks_exact(N * N).enumerate() {
         let hs = hd * N..(hd + 1) * N;
-        let (w, b, k, r, kk) = (
-            &x.w[hs.clone()],
-            &x.b[hs.clone()],
-            &x.k[hs.clone()],
-            &x.r[hs.clone()],
-            &x.kk[hs.clone()],
-        );
+        let [w, b, k, r, kk] = x.head(hd);
         for (i, s_prev) in head_prev.chunks_exact(N).enumerate() {
             let ci = hd * N + i;
             let row = ci * N..(ci + 1) * N;
