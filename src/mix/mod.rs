@@ -54,13 +54,13 @@ use std::io;
 
 use logistic::stretch;
 use mixer::Mixer2;
-use parts::Part;
+use parts::Parts;
 use sse::{Sse, SseContext};
 
 /// The stage's state over a stream: its components ([`parts`]), what they all read
 /// ([`Shared`]), the mixer over what they push ([`Push`]), and the SSE maps after it.
 pub struct Stage {
-    parts: Vec<Part>,
+    parts: Parts,
     shared: Shared,
     push: Push,
     mixer: Mixer2,
@@ -76,7 +76,7 @@ impl Stage {
     pub fn new(spec: &MixSpec) -> io::Result<Self> {
         let declared = parts::declare(spec);
         let mut stage = Stage {
-            parts: parts::build(spec)?,
+            parts: Parts::new(spec)?,
             shared: Shared::new(),
             push: Push::new(&declared),
             mixer: {
@@ -101,9 +101,7 @@ impl Stage {
     pub fn set_network(&mut self, cdf: &[u32]) {
         debug_assert_eq!(self.shared.bit_index, 0);
         self.shared.cdf.copy_from_slice(cdf);
-        for part in &mut self.parts {
-            part.set_network(&self.shared);
-        }
+        self.parts.set_network(&self.shared);
     }
 
     /// The 12-bit probability that the next bit is 1.
@@ -113,12 +111,8 @@ impl Stage {
         let s = &self.shared;
         let m = &mut self.push;
         m.clear();
-        for part in &mut self.parts {
-            part.predict(s, m);
-        }
-        for part in &self.parts {
-            part.select(s, m);
-        }
+        self.parts.predict(s, m);
+        self.parts.select(s, m);
         let p = self
             .mixer
             .mix(m.inputs(), m.selectors(), s.bit_index as usize);
@@ -153,9 +147,7 @@ impl Stage {
     /// tables: the counters, and the points of the large maps.
     fn prefetch_bit(&self, c0: u32) {
         let s = &self.shared;
-        for part in &self.parts {
-            part.prefetch(s, c0);
-        }
+        self.parts.prefetch(s, c0);
         if let Some(sse) = &self.sse {
             sse.prefetch(c0, s.c1(), s.c2());
         }
@@ -168,9 +160,7 @@ impl Stage {
         if let Some(sse) = &mut self.sse {
             sse.update(bit);
         }
-        for part in &mut self.parts {
-            part.update(&self.shared, bit);
-        }
+        self.parts.update(&self.shared, bit);
         let s = &mut self.shared;
         s.c0 = (s.c0 << 1) | bit;
         s.bit_index += 1;
@@ -193,18 +183,14 @@ impl Stage {
             s.prev_word = s.word;
             s.word = 0;
         }
-        for part in &mut self.parts {
-            part.learn_byte(&self.shared, byte);
-        }
+        self.parts.learn_byte(&self.shared, byte);
         self.start_byte();
     }
 
     /// Every component's contexts at a byte boundary; then the first bit's slots load while
     /// the network predicts the byte.
     fn start_byte(&mut self) {
-        for part in &mut self.parts {
-            part.start_byte(&self.shared);
-        }
+        self.parts.start_byte(&self.shared);
         self.prefetch_bit(1);
     }
 

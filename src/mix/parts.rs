@@ -19,23 +19,23 @@ use super::words::{PrevWord, TwoWords, Word};
 
 components! {
     /// The bias, the network, and the four base selectors.
-    Base: Base,
+    base: Base,
     /// Counters by the last 0..=N bytes (`orders`).
-    Orders: Tables<Orders>,
+    orders: Tables<Orders>,
     /// Counters by the current word (`word`).
-    Word: Tables<Word>,
+    word: Tables<Word>,
     /// Counters by sparse contexts (`sparse`).
-    Sparse: Tables<Sparse>,
+    sparse: Tables<Sparse>,
     /// Counters by the previous word with the current one (`pword`).
-    PrevWord: Tables<PrevWord>,
+    prev_word: Tables<PrevWord>,
     /// The record model and its counters (`record`).
-    Record: Tables<RecordTables>,
+    record: Tables<RecordTables>,
     /// Counters by two words back (`ext` 2).
-    TwoWords: Tables<TwoWords>,
+    two_words: Tables<TwoWords>,
     /// The network refined by two maps (`ext` 8).
-    NetMaps: NetMaps,
+    net_maps: NetMaps,
     /// The match model (`match`).
-    Match: MatchModel,
+    matcher: MatchModel,
     /// The selector by the last byte (`select`).
-    LastByte: LastByte,
+    last_byte: LastByte,
 }
