@@ -9,8 +9,10 @@
 
 use std::io;
 
+use super::component::{Component, Declare, Push, Shared};
 use super::counters::{CounterTable, hash, inputs};
 use super::logistic::stretch;
+use super::spec::MixSpec;
 
 /// Bytes hashed to find a match.
 pub const MIN_LEN: usize = 6;
@@ -161,6 +163,43 @@ impl MatchModel {
             v = (v << 8) | self.at(self.pos - k) as u64;
         }
         hash(v, 0x6d61)
+    }
+}
+
+/// As a stage component (`mix:match`): three mixer inputs ([`MatchModel::predict`]), and the
+/// match state ([`Push::match_state`]) for the selectors and maps after it.
+impl Component for MatchModel {
+    fn wanted(spec: &MixSpec) -> bool {
+        spec.matcher > 0
+    }
+
+    fn declare(spec: &MixSpec, d: &mut Declare) {
+        d.inputs(3);
+        d.memory(bytes(spec.matcher));
+    }
+
+    fn new(spec: &MixSpec) -> io::Result<Self> {
+        MatchModel::new(spec.matcher)
+    }
+
+    #[inline]
+    fn predict(&mut self, s: &Shared, m: &mut Push) {
+        let [a, b, c] = MatchModel::predict(self, s.bit_index);
+        m.add(a);
+        m.add(b);
+        m.add(c);
+        if let Some(bit) = self.expected_bit(s.bit_index) {
+            m.match_state = 1 + (length_bucket(self.match_len()) * 2 + bit) as usize;
+        }
+    }
+
+    #[inline]
+    fn update(&mut self, s: &Shared, bit: u32) {
+        self.update_bit(s.bit_index, bit);
+    }
+
+    fn learn_byte(&mut self, _s: &Shared, byte: u8) {
+        self.update_byte(byte);
     }
 }
 

@@ -118,6 +118,7 @@ impl Mixer2 {
     /// Mixes `x` with the first layer's sets chosen by `select` (one per selector) and the last
     /// layer's set `last_set` (0..8); returns a 12-bit probability.
     pub fn mix(&mut self, x: &[i32], select: &[usize], last_set: usize) -> i32 {
+        debug_assert_eq!(select.len(), self.first.len());
         for (k, m) in self.first.iter_mut().enumerate() {
             self.outputs[k] = m.mix(x, select[k]);
         }

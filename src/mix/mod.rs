@@ -14,6 +14,10 @@
 //!   `ext` 1);
 //! - with `ext` 8, [`NetMaps`]: the network's prediction refined by two maps, as inputs.
 //!
+//! Each of these is a [`Component`] ([`component`]): it declares its mixer inputs, selectors
+//! and memory and pushes them for each bit; the stage holds the list [`parts`] asks for, and
+//! the mixer's inputs and selectors are what the list pushes, in its order.
+//!
 //! The third round's components are bits of the one key `ext` ([`spec::EXT_ALL`]); with `ext`
 //! 2 the word tables gain two contexts and with `ext` 16 the tables above order 1 are two-way.
 //!
@@ -24,64 +28,43 @@
 //! and computes in integers from there, so encoder and decoder agree by construction.
 
 pub mod apm;
+pub mod base;
+pub mod component;
 pub mod counters;
 pub mod logistic;
 pub mod matcher;
 pub mod mixer;
+pub mod netmaps;
+pub mod orders;
+pub mod parts;
 pub mod record;
 pub mod slots;
 pub mod spec;
 pub mod sse;
+pub mod tables;
+pub mod words;
 
+pub use component::{Component, Declare, Push, Shared};
+pub use netmaps::NetMaps;
 pub use spec::{
     KEYS, MATCH_BITS, MAX_MIX_BYTES, MAX_ORDERS, MixKey, MixSpec, RATE, TABLE_BITS, key, key_names,
 };
 
 use std::io;
 
-use apm::Apm;
-use counters::{Counter, CounterTable, Position, hash, inputs, with_partial};
-use logistic::{ST_MAX, stretch};
-use matcher::{MatchModel, length_bucket};
+use logistic::stretch;
 use mixer::Mixer2;
-use record::RecordModel;
-use spec::{CONF_CONTEXTS, SPARSE};
+use parts::Parts;
 use sse::{Sse, SseContext};
 
-/// Bias input of the mixer (a constant, in stretch units).
-const BIAS: i32 = 256;
-
-/// The stage's state over a stream.
+/// The stage's state over a stream: its components ([`parts`]), what they all read
+/// ([`Shared`]), the mixer over what they push ([`Push`]), and the SSE maps after it.
 pub struct Stage {
-    spec: MixSpec,
-    tables: Vec<CounterTable>,
-    /// Per table: the context hash of the current byte position.
-    contexts: Vec<u32>,
-    /// Per table: where the current bit's counter sits.
-    slots: Vec<Position>,
-    /// Per table, with `conf`: the map from a counter's history to a probability.
-    confidence: Vec<Apm>,
-    matcher: Option<MatchModel>,
-    record: Option<RecordModel>,
+    parts: Parts,
+    shared: Shared,
+    push: Push,
     mixer: Mixer2,
     sse: Option<Sse>,
-    /// With `nmap`: the network's prediction refined by small contexts.
-    net_maps: Option<NetMaps>,
-    inputs: Vec<i32>,
-    /// The network's quantised distribution of the current byte, as a cumulative table.
-    cdf: Vec<u32>,
-    /// The last 8 bytes, newest in the low byte.
-    history: u64,
-    /// Hash of the letters of the current word (0 between words).
-    word: u32,
-    /// Hash of the word before the current one (or before the last gap).
-    prev_word: u32,
-    /// Hash of the word before `prev_word` (with `words`).
-    prev_word2: u32,
-    /// The bits of the current byte so far, after a leading 1.
-    c0: u32,
-    /// Bits of the current byte coded so far.
-    bit_index: u32,
     /// What the mixer and the maps said for the current bit.
     p_mix: i32,
     p: i32,
@@ -91,118 +74,57 @@ impl Stage {
     /// A stage of the given settings (which must be valid: see [`MixSpec::validate`]); an
     /// error when the system will not map its tables.
     pub fn new(spec: &MixSpec) -> io::Result<Self> {
-        let bits = spec.table_bits();
-        let n_inputs = spec.inputs();
-        let mut init = vec![6 << 10; n_inputs];
-        init[0] = 0;
-        init[1] = 1 << 16; // the network alone, to begin with
+        let declared = parts::declare(spec);
         let mut stage = Stage {
-            spec: *spec,
-            tables: bits
-                .iter()
-                .map(|&b| match spec.ways && b > 16 {
-                    true => CounterTable::two_way(b),
-                    false => CounterTable::new(b),
-                })
-                .collect::<io::Result<_>>()?,
-            contexts: vec![0; bits.len()],
-            slots: vec![Position::default(); bits.len()],
-            confidence: match spec.conf {
-                true => bits.iter().map(|_| Apm::new(CONF_CONTEXTS, 6)).collect(),
-                false => Vec::new(),
-            },
-            matcher: match spec.matcher {
-                0 => None,
-                bits => Some(MatchModel::new(bits)?),
-            },
-            record: (spec.record > 0).then(RecordModel::new),
+            parts: Parts::new(spec)?,
+            shared: Shared::new(),
+            push: Push::new(&declared),
             mixer: {
-                let m = Mixer2::new(n_inputs, &spec.selector_sets(), spec.rate as i32, &init);
+                let m = Mixer2::new(
+                    declared.init.len(),
+                    &declared.sets,
+                    spec.rate as i32,
+                    &declared.init,
+                );
                 if spec.decay { m.with_decay() } else { m }
             },
             sse: spec.sse.then(|| Sse::new(spec.fin)),
-            net_maps: spec.nmap.then(NetMaps::new),
-            inputs: vec![0; n_inputs],
-            cdf: vec![0; 257],
-            history: 0,
-            word: 0,
-            prev_word: 0,
-            prev_word2: 0,
-            c0: 1,
-            bit_index: 0,
             p_mix: 2048,
             p: 2048,
         };
-        stage.set_contexts();
+        stage.start_byte();
         Ok(stage)
     }
 
     /// Takes the network's distribution of the next byte: `cdf[s]..cdf[s + 1]` is byte `s`'s
     /// share (every share at least 1). Call before the byte's first bit.
     pub fn set_network(&mut self, cdf: &[u32]) {
-        debug_assert_eq!(self.bit_index, 0);
-        self.cdf.copy_from_slice(cdf);
-    }
-
-    /// The network's 12-bit probability that the next bit is 1: the share of the bytes that
-    /// agree with the bits so far and continue with a 1.
-    fn network_p(&self) -> i32 {
-        let k = self.bit_index;
-        let lo = ((self.c0 << (8 - k)) - 256) as usize;
-        let width = 256usize >> k;
-        let mid = lo + width / 2;
-        let n0 = (self.cdf[mid] - self.cdf[lo]) as u64;
-        let n1 = (self.cdf[lo + width] - self.cdf[mid]) as u64;
-        (((n1 << 12) / (n0 + n1).max(1)) as i32).clamp(1, 4095)
+        debug_assert_eq!(self.shared.bit_index, 0);
+        self.shared.cdf.copy_from_slice(cdf);
+        self.parts.set_network(&self.shared);
     }
 
     /// The 12-bit probability that the next bit is 1.
     pub fn p(&mut self) -> i32 {
-        let net = stretch(self.network_p());
-        self.inputs[0] = BIAS;
-        self.inputs[1] = net;
-        let (seen, mut i) = self.table_inputs(2);
-        if let Some(maps) = &mut self.net_maps {
-            let c1 = (self.history & 0xff) as usize;
-            [self.inputs[i], self.inputs[i + 1]] = maps.inputs(net, self.c0 as usize, c1);
-            i += 2;
-        }
-        let mut match_state = 0usize;
-        if let Some(m) = &mut self.matcher {
-            let x = &mut self.inputs;
-            [x[i], x[i + 1], x[i + 2]] = m.predict(self.bit_index);
-            i += 3;
-            if let Some(bit) = m.expected_bit(self.bit_index) {
-                match_state = 1 + (length_bucket(m.match_len()) * 2 + bit) as usize;
-            }
-        }
-        debug_assert_eq!(i, self.inputs.len());
-        let match_set = match match_state {
-            0 => 0,
-            s => 1 + (((s - 1) >> 1).min(15) << 1 | ((s - 1) & 1)),
-        };
-        let orders_seen = seen.min(self.spec.orders as usize + 1);
-        let net_bucket = ((net + ST_MAX + 1) >> 8).clamp(0, 15) as usize;
-        let select = [
-            self.c0 as usize,
-            match_set,
-            orders_seen * 8 + self.bit_index as usize,
-            net_bucket,
-            ((self.history & 0xff) as usize) * 8 + self.bit_index as usize,
-        ];
-        // Without `select` the mixer has four selectors and reads the first four.
+        let s = &mut self.shared;
+        s.net = stretch(s.network_p());
+        let s = &self.shared;
+        let m = &mut self.push;
+        m.clear();
+        self.parts.predict(s, m);
+        self.parts.select(s, m);
         let p = self
             .mixer
-            .mix(&self.inputs, &select, self.bit_index as usize);
+            .mix(m.inputs(), m.selectors(), s.bit_index as usize);
         self.p_mix = p;
         let p = match &mut self.sse {
             Some(sse) => sse.refine(
                 p,
                 &SseContext {
-                    c0: self.c0,
-                    c1: (self.history & 0xff) as u32,
-                    c2: (self.history & 0xffff) as u32,
-                    match_state,
+                    c0: s.c0,
+                    c1: s.c1(),
+                    c2: s.c2(),
+                    match_state: m.match_state,
                 },
             ),
             None => p,
@@ -211,232 +133,71 @@ impl Stage {
         self.p
     }
 
-    /// Fills the context tables' mixer inputs from `inputs[first]` on; returns how many tables
-    /// have seen their context and the index after the last input.
-    fn table_inputs(&mut self, first: usize) -> (usize, usize) {
-        let mut seen = 0usize;
-        let mut i = first;
-        for (t, table) in self.tables.iter().enumerate() {
-            let at = table.find(with_partial(self.contexts[t], self.c0));
-            self.slots[t] = at;
-            let counter = table.get_at(at);
-            seen += counter.is_some() as usize;
-            [self.inputs[i], self.inputs[i + 1]] = inputs(counter);
-            i += 2;
-            if let Some(map) = self.confidence.get_mut(t) {
-                self.inputs[i] = confidence_input(map, counter);
-                i += 1;
-            }
-        }
-        (seen, i)
-    }
-
     /// Starts loading what the next bit of this byte reads, once the current `bit` is known:
     /// the cache misses then overlap with the learning of this bit. (Asking for both values of
     /// the bit earlier, in `p`, was slower: twice the requests filled the queue of misses.)
     fn prefetch_next_bit(&self, bit: u32) {
-        if self.bit_index == 7 {
-            return; // the next byte's slots are asked for by `set_contexts`
+        if self.shared.bit_index == 7 {
+            return; // the next byte's slots are asked for by `start_byte`
         }
-        self.prefetch_bit(self.c0 << 1 | bit);
+        self.prefetch_bit(self.shared.c0 << 1 | bit);
     }
 
     /// Starts loading what the bit after the bits `c0` of this byte reads from the large
     /// tables: the counters, and the points of the large maps.
     fn prefetch_bit(&self, c0: u32) {
-        for (table, &context) in self.tables.iter().zip(&self.contexts) {
-            table.prefetch(with_partial(context, c0));
-        }
-        let c1 = (self.history & 0xff) as u32;
+        let s = &self.shared;
+        self.parts.prefetch(s, c0);
         if let Some(sse) = &self.sse {
-            sse.prefetch(c0, c1, (self.history & 0xffff) as u32);
-        }
-        if let Some(maps) = &self.net_maps {
-            maps.order1.prefetch((c1 as usize) << 8 | c0 as usize);
+            sse.prefetch(c0, s.c1(), s.c2());
         }
     }
 
     /// Learns the coded bit (after [`Stage::p`]); after the eighth, the byte.
     pub fn update(&mut self, bit: u32) {
         self.prefetch_next_bit(bit);
-        self.mixer.update(&self.inputs, bit);
+        self.mixer.update(self.push.inputs(), bit);
         if let Some(sse) = &mut self.sse {
             sse.update(bit);
         }
-        if let Some(maps) = &mut self.net_maps {
-            maps.update(bit);
-        }
-        for map in &mut self.confidence {
-            map.update(bit);
-        }
-        for (t, table) in self.tables.iter_mut().enumerate() {
-            table.update_at(self.slots[t], bit);
-        }
-        if let Some(m) = &mut self.matcher {
-            m.update_bit(self.bit_index, bit);
-        }
-        self.c0 = (self.c0 << 1) | bit;
-        self.bit_index += 1;
-        if self.bit_index == 8 {
-            let byte = (self.c0 & 0xff) as u8;
-            self.c0 = 1;
-            self.bit_index = 0;
+        self.parts.update(&self.shared, bit);
+        let s = &mut self.shared;
+        s.c0 = (s.c0 << 1) | bit;
+        s.bit_index += 1;
+        if s.bit_index == 8 {
+            let byte = (s.c0 & 0xff) as u8;
+            s.c0 = 1;
+            s.bit_index = 0;
             self.end_byte(byte);
         }
     }
 
     fn end_byte(&mut self, byte: u8) {
-        self.history = (self.history << 8) | byte as u64;
+        let s = &mut self.shared;
+        s.history = (s.history << 8) | byte as u64;
         if byte.is_ascii_alphabetic() {
             let lower = byte.to_ascii_lowercase() as u32;
-            self.word = (self.word.wrapping_add(lower + 1)).wrapping_mul(0x2F0B_3C47) | 1;
-        } else if self.word != 0 {
-            self.prev_word2 = self.prev_word;
-            self.prev_word = self.word;
-            self.word = 0;
+            s.word = (s.word.wrapping_add(lower + 1)).wrapping_mul(0x2F0B_3C47) | 1;
+        } else if s.word != 0 {
+            s.prev_word2 = s.prev_word;
+            s.prev_word = s.word;
+            s.word = 0;
         }
-        if let Some(m) = &mut self.matcher {
-            m.update_byte(byte);
-        }
-        if let Some(r) = &mut self.record {
-            r.update_byte(byte);
-        }
-        self.set_contexts();
+        self.parts.learn_byte(&self.shared, byte);
+        self.start_byte();
     }
 
-    /// The context hash of every table at a byte boundary.
-    fn set_contexts(&mut self) {
-        let mut t = 0;
-        if self.spec.orders > 0 {
-            for order in 0..=self.spec.orders {
-                let mask = if order >= 8 {
-                    u64::MAX
-                } else {
-                    (1u64 << (8 * order)) - 1
-                };
-                self.contexts[t] = hash(self.history & mask, order + 1);
-                t += 1;
-            }
-        }
-        if self.spec.word {
-            // Inside a word: the word so far; between words: the last byte.
-            let value = if self.word != 0 {
-                (self.word as u64) << 8
-            } else {
-                self.history & 0xff
-            };
-            self.contexts[t] = hash(value, 0x77);
-            t += 1;
-        }
-        if self.spec.sparse {
-            for (i, mask) in SPARSE.iter().enumerate() {
-                self.contexts[t] = hash(self.history & mask, 0x100 + i as u32);
-                t += 1;
-            }
-        }
-        t = self.previous_word_context(t);
-        if let Some(r) = &self.record {
-            let n = self.spec.record_tables();
-            self.contexts[t..t + n].copy_from_slice(&r.contexts()[..n]);
-            t += n;
-        }
-        let t = self.two_word_contexts(t);
-        debug_assert_eq!(t, self.contexts.len());
-        // The first bit's slots load while the network predicts the byte.
+    /// Every component's contexts at a byte boundary; then the first bit's slots load while
+    /// the network predicts the byte.
+    fn start_byte(&mut self) {
+        self.parts.start_byte(&self.shared);
         self.prefetch_bit(1);
-    }
-
-    /// With `pword`, the context of the table at `t`; returns the next table's index.
-    fn previous_word_context(&mut self, mut t: usize) -> usize {
-        if self.spec.pword {
-            // The word before with the current word (or, between words, the last byte).
-            let current = if self.word != 0 {
-                self.word as u64
-            } else {
-                self.history & 0xff
-            };
-            self.contexts[t] = hash((self.prev_word as u64) << 32 | current, 0x78);
-            t += 1;
-        }
-        t
-    }
-
-    /// With `words` (`ext` 2), the contexts of the two tables from `t` on: the current word
-    /// (or, between words, the last byte) with the two words before it, and the word before
-    /// with the last two bytes. Returns the next table's index.
-    fn two_word_contexts(&mut self, mut t: usize) -> usize {
-        if self.spec.words {
-            let current = if self.word != 0 {
-                self.word as u64
-            } else {
-                self.history & 0xff
-            };
-            let two = (self.prev_word2 as u64) << 32 | self.prev_word as u64;
-            self.contexts[t] = hash(current ^ two.wrapping_mul(0x9E37_79B9_7F4A_7C15), 0x79);
-            self.contexts[t + 1] = hash(
-                (self.prev_word as u64) << 32 | (self.history & 0xffff),
-                0x7a,
-            );
-            t += 2;
-        }
-        t
     }
 
     /// The last mixer output before the SSE maps (12-bit), for tests.
     pub fn mixed(&self) -> i32 {
         self.p_mix
     }
-}
-
-/// The network's prediction refined by two maps, by the bits of the byte so far and by those
-/// and the last byte (`mix:nmap=1`): how far the network's probabilities are off in a small
-/// context, as two more mixer inputs.
-pub struct NetMaps {
-    order0: Apm,
-    order1: Apm,
-}
-
-impl NetMaps {
-    pub fn new() -> Self {
-        NetMaps {
-            order0: Apm::new(256, 6),
-            order1: Apm::new(1 << 16, 6),
-        }
-    }
-
-    pub fn bytes() -> usize {
-        Apm::bytes(256) + Apm::bytes(1 << 16)
-    }
-
-    /// The two inputs for the network's stretched prediction `net`.
-    fn inputs(&mut self, net: i32, c0: usize, c1: usize) -> [i32; 2] {
-        let p = logistic::squash(net);
-        [
-            stretch(self.order0.refine(p, c0)),
-            stretch(self.order1.refine(p, c1 << 8 | c0)),
-        ]
-    }
-
-    fn update(&mut self, bit: u32) {
-        self.order0.update_both(bit);
-        self.order1.update_both(bit);
-    }
-}
-
-impl Default for NetMaps {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-/// A counter's third mixer input (`mix:conf=1`): its probability refined by `map` in the
-/// context of its count and whether its history was deterministic, stretched.
-fn confidence_input(map: &mut Apm, counter: Option<Counter>) -> i32 {
-    let (p, cx) = match counter {
-        None => (2048, 0),
-        Some(c) => (c.p, (c.n.min(15) as usize) << 1 | c.deterministic as usize),
-    };
-    stretch(map.refine(p, cx))
 }
 
 #[cfg(test)]
@@ -559,6 +320,11 @@ mod tests {
 mod new_component_tests {
     use super::tests_support::*;
     use super::*;
+    use apm::Apm;
+    use counters::Counter;
+    use logistic::stretch;
+    use spec::CONF_CONTEXTS;
+    use tables::confidence_input;
 
     /// The stage with context orders 0–2 only: the new components are judged against it.
     fn plain() -> MixSpec {
@@ -715,22 +481,6 @@ mod new_component_tests {
     }
 
     #[test]
-    fn network_maps_learn_a_biased_network() {
-        let mut maps = NetMaps::new();
-        // The network says 0.9 where the bit is 1 only half the time after 'q'.
-        let net = stretch(3686);
-        let before = maps.inputs(net, 1, b'q' as usize);
-        for t in 0..400 {
-            maps.inputs(net, 1, b'q' as usize);
-            maps.update(t & 1);
-        }
-        let after = maps.inputs(net, 1, b'q' as usize);
-        assert!(before[1] > stretch(3500), "{before:?}");
-        assert!(after[1].abs() < stretch(2600), "{after:?}");
-        assert!(after[0].abs() < before[0], "{before:?} {after:?}");
-    }
-
-    #[test]
     fn the_third_round_pays_on_text() {
         let data = word_chain(1500);
         let second = MixSpec {
@@ -779,5 +529,58 @@ mod new_component_tests {
         };
         assert_eq!(spec, explicit);
         assert_eq!(cost(&spec, &data), cost(&explicit, &data));
+    }
+}
+
+#[cfg(test)]
+mod seam_tests {
+    use super::tests_support::*;
+    use super::*;
+
+    /// Settings that switch each component on and off.
+    fn grid() -> Vec<MixSpec> {
+        let mut specs = Vec::new();
+        for bits in 0u32..1 << 12 {
+            let b = |k: u32| bits >> k & 1 == 1;
+            specs.push(MixSpec {
+                orders: [0, 1, 3, 8][(bits & 3) as usize],
+                word: b(2),
+                sparse: b(3),
+                matcher: if b(4) { 12 } else { 0 },
+                sse: b(5),
+                table: 12,
+                conf: b(6),
+                pword: b(7),
+                select: b(8),
+                record: (bits >> 9 & 1) + (bits >> 10 & 1),
+                words: b(11),
+                nmap: b(10) && b(4),
+                ways: b(11) && b(2),
+                ..MixSpec::DEFAULT
+            });
+        }
+        specs
+    }
+
+    #[test]
+    fn every_component_pushes_what_it_declares() {
+        let data = b"The record of 1234 words, the record of 1235 words.\x00\x01\x02\xff".repeat(3);
+        let cdf = uniform();
+        for spec in grid().into_iter().step_by(37) {
+            let d = spec.declare();
+            let mut s = Stage::new(&spec).unwrap();
+            for &byte in &data {
+                s.set_network(&cdf);
+                for k in 0..8 {
+                    s.p();
+                    assert_eq!(s.push.inputs().len(), d.init.len(), "{spec:?}");
+                    assert_eq!(s.push.selectors().len(), d.sets.len(), "{spec:?}");
+                    for (&v, &n) in s.push.selectors().iter().zip(&d.sets) {
+                        assert!(v < n, "{spec:?}: selector {v} of {n}");
+                    }
+                    s.update(((byte >> (7 - k)) & 1) as u32);
+                }
+            }
+        }
     }
 }

@@ -9,7 +9,12 @@
 //! is a candidate; a candidate seen twice becomes the record length (so one regular run of a
 //! single byte does not switch it). Lengths from 2 to [`MAX_RECORD`] bytes are found.
 
+use std::io;
+
+use super::component::Shared;
 use super::counters::hash;
+use super::spec::MixSpec;
+use super::tables::Family;
 
 /// Longest record length found.
 pub const MAX_RECORD: usize = 2047;
@@ -146,6 +151,43 @@ impl RecordModel {
             ),
             hash(third, 0x2ec2),
         ]
+    }
+}
+
+/// The record model's context tables (`mix:record`): two by the bytes one and two records
+/// above ([`RecordModel::contexts`]), and with `record=2` a third by the two latest lengths.
+pub struct RecordTables {
+    model: RecordModel,
+    tables: usize,
+}
+
+impl Family for RecordTables {
+    fn wanted(spec: &MixSpec) -> bool {
+        spec.record > 0
+    }
+
+    fn table_bits(spec: &MixSpec) -> Vec<u32> {
+        let n = if spec.record == 1 { 2 } else { 3 };
+        vec![spec.table; n]
+    }
+
+    fn bytes(_spec: &MixSpec) -> usize {
+        RecordModel::bytes()
+    }
+
+    fn new(spec: &MixSpec) -> io::Result<Self> {
+        Ok(RecordTables {
+            model: RecordModel::new(),
+            tables: Self::table_bits(spec).len(),
+        })
+    }
+
+    fn learn_byte(&mut self, _s: &Shared, byte: u8) {
+        self.model.update_byte(byte);
+    }
+
+    fn contexts(&self, _s: &Shared, out: &mut [u32]) {
+        out.copy_from_slice(&self.model.contexts()[..self.tables]);
     }
 }
 

@@ -3,8 +3,6 @@
 
 use anyhow::{Result, bail};
 
-use super::apm::Apm;
-use super::matcher;
 use super::mixer::Mixer2;
 
 /// The settings of the stage, as the recipe's `mix:` item gives them.
@@ -65,7 +63,7 @@ pub const TABLE_BITS: std::ops::RangeInclusive<u32> = 12..=24;
 pub const MATCH_BITS: std::ops::RangeInclusive<u32> = 12..=28;
 pub const RATE: std::ops::RangeInclusive<u32> = 1..=64;
 /// Counters of the order-0 and order-1 tables, log2 (a byte and a partial byte fit in 16 bits).
-const SMALL_TABLE_BITS: u32 = 16;
+pub(super) const SMALL_TABLE_BITS: u32 = 16;
 
 /// One key of the recipe's `mix:` item (docs/recipes.md, "The mixing stage"): its name, how
 /// it reads and sets its whole-number value, and the values it takes. The recipe's parser,
@@ -297,100 +295,27 @@ impl MixSpec {
         Ok(())
     }
 
-    /// Log2 sizes of the context tables, orders first, then the word table.
-    pub(super) fn table_bits(&self) -> Vec<u32> {
-        let mut t = Vec::new();
-        if self.orders > 0 {
-            for order in 0..=self.orders {
-                t.push(if order <= 1 {
-                    SMALL_TABLE_BITS
-                } else {
-                    self.table
-                });
-            }
-        }
-        if self.word {
-            t.push(self.table);
-        }
-        if self.sparse {
-            for (i, _) in SPARSE.iter().enumerate() {
-                t.push(if i < 2 { SMALL_TABLE_BITS } else { self.table });
-            }
-        }
-        if self.pword {
-            t.push(self.table);
-        }
-        t.extend(std::iter::repeat_n(self.table, self.record_tables()));
-        if self.words {
-            t.extend([self.table; 2]);
-        }
-        t
-    }
-
-    /// The record model's context tables.
-    pub(super) fn record_tables(&self) -> usize {
-        match self.record {
-            0 => 0,
-            1 => 2,
-            _ => 3,
-        }
-    }
-
-    /// Inputs the mixer takes per context table.
-    pub(super) fn inputs_per_table(&self) -> usize {
-        2 + self.conf as usize
-    }
-
-    /// The mixer's inputs: a bias, the network, two or three per context table, three for the
-    /// match.
-    pub(super) fn inputs(&self) -> usize {
-        2 + self.inputs_per_table() * self.table_bits().len()
-            + if self.matcher > 0 { 3 } else { 0 }
-            + if self.nmap { 2 } else { 0 }
-    }
-
-    /// The sizes of the first layer's weight sets, one per selector (see [`Stage::p`]).
-    pub(super) fn selector_sets(&self) -> Vec<usize> {
-        let mut sets = vec![256, 33, (self.orders as usize + 2) * 8, 16];
-        if self.select {
-            sets.push(256 * 8);
-        }
-        sets
+    /// What the components of this stage add to the mixer: its inputs, selectors and memory
+    /// (see [`super::component::Declare`]).
+    pub fn declare(&self) -> super::Declare {
+        super::parts::declare(self)
     }
 
     /// Bytes of the context tables: most of the stage, held in memory maps of their own
     /// (src/mix/slots.rs) rather than on the heap.
     pub fn table_bytes(&self) -> usize {
-        self.table_bits().iter().map(|&b| 4usize << b).sum()
+        self.declare().table_bytes
     }
 
     /// Bytes of memory the stage takes (within a few kilobytes).
     pub fn bytes(&self) -> usize {
-        let tables = self.table_bytes();
-        let matcher = if self.matcher > 0 {
-            matcher::bytes(self.matcher)
-        } else {
-            0
-        };
-        let apms = if self.sse {
+        let d = self.declare();
+        let sse = if self.sse {
             super::sse::Sse::bytes(self.fin)
         } else {
             0
-        } + if self.nmap {
-            super::NetMaps::bytes()
-        } else {
-            0
-        } + if self.conf {
-            self.table_bits().len() * Apm::bytes(CONF_CONTEXTS)
-        } else {
-            0
         };
-        let record = if self.record > 0 {
-            super::record::RecordModel::bytes()
-        } else {
-            0
-        };
-        tables + matcher + apms + record + Mixer2::bytes(self.inputs(), &self.selector_sets())
+        d.bytes + sse + Mixer2::bytes(d.init.len(), &d.sets)
     }
 }
 

@@ -1,0 +1,89 @@
+//! The stage's own inputs and selectors, as components: [`Base`] — the bias, the network, and
+//! the four selectors every stage has had since the first format — and [`LastByte`], the
+//! selector of `mix:select`.
+
+use std::io;
+
+use super::component::{Component, Declare, Push, Shared};
+use super::logistic::ST_MAX;
+use super::spec::MixSpec;
+
+/// Bias input of the mixer (a constant, in stretch units).
+const BIAS: i32 = 256;
+
+/// The bias and the network's prediction as the first two inputs (starting at weights 0 and
+/// 1: the network alone), and four selectors: the bits of the byte so far; the match state
+/// ([`Push::match_state`]; 0 without a match model); how many context tables have seen their
+/// context, up to the orders + 1, with the bit position; and the network's confidence (its
+/// stretched prediction in 16 buckets). Every stage has these four, with or without a match
+/// model or tables, so it comes first in the list.
+pub struct Base {
+    orders: usize,
+}
+
+/// Weight sets of the match-state selector: none, or (length bucket up to 15, expected bit).
+const MATCH_SETS: usize = 33;
+
+impl Component for Base {
+    fn wanted(_spec: &MixSpec) -> bool {
+        true
+    }
+
+    fn declare(spec: &MixSpec, d: &mut Declare) {
+        d.input_weighted(0);
+        d.input_weighted(1 << 16); // the network alone, to begin with
+        d.selector(256);
+        d.selector(MATCH_SETS);
+        d.selector((spec.orders as usize + 2) * 8);
+        d.selector(16);
+    }
+
+    fn new(spec: &MixSpec) -> io::Result<Self> {
+        Ok(Base {
+            orders: spec.orders as usize,
+        })
+    }
+
+    #[inline]
+    fn predict(&mut self, s: &Shared, m: &mut Push) {
+        m.add(BIAS);
+        m.add(s.net);
+    }
+
+    #[inline]
+    fn select(&self, s: &Shared, m: &mut Push) {
+        let match_set = match m.match_state {
+            0 => 0,
+            s => 1 + (((s - 1) >> 1).min(15) << 1 | ((s - 1) & 1)),
+        };
+        let seen = m.seen.min(self.orders + 1);
+        let net_bucket = ((s.net + ST_MAX + 1) >> 8).clamp(0, 15) as usize;
+        m.select(s.c0 as usize);
+        m.select(match_set);
+        m.select(seen * 8 + s.bit_index as usize);
+        m.select(net_bucket);
+    }
+}
+
+/// A selector by the last byte and the bit position (`mix:select`): how much to trust each
+/// input depends on what came just before, e.g. in a word or after it.
+pub struct LastByte;
+
+impl Component for LastByte {
+    fn wanted(spec: &MixSpec) -> bool {
+        spec.select
+    }
+
+    fn declare(_spec: &MixSpec, d: &mut Declare) {
+        d.selector(256 * 8);
+    }
+
+    fn new(_spec: &MixSpec) -> io::Result<Self> {
+        Ok(LastByte)
+    }
+
+    #[inline]
+    fn select(&self, s: &Shared, m: &mut Push) {
+        m.select(s.c1() as usize * 8 + s.bit_index as usize);
+    }
+}

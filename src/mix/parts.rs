@@ -1,0 +1,41 @@
+//! The list of the stage's components, in the order of the mixer's inputs and selectors: a new
+//! component is a line here (see docs/architecture.md, "How to add a stage component"). The
+//! order of these lines is part of the format (the mixer's weights are indexed by position):
+//! none of them moves. A new component that every existing file's settings leave out (a new
+//! key with an implicit value off) pushes nothing for those files, so its line may go
+//! anywhere; by habit, at the end.
+
+use std::io;
+
+use super::base::{Base, LastByte};
+use super::component::{Component, Declare, Push, Shared, components};
+use super::matcher::MatchModel;
+use super::netmaps::NetMaps;
+use super::orders::{Orders, Sparse};
+use super::record::RecordTables;
+use super::spec::MixSpec;
+use super::tables::Tables;
+use super::words::{PrevWord, TwoWords, Word};
+
+components! {
+    /// The bias, the network, and the four base selectors.
+    base: Base,
+    /// Counters by the last 0..=N bytes (`orders`).
+    orders: Tables<Orders>,
+    /// Counters by the current word (`word`).
+    word: Tables<Word>,
+    /// Counters by sparse contexts (`sparse`).
+    sparse: Tables<Sparse>,
+    /// Counters by the previous word with the current one (`pword`).
+    prev_word: Tables<PrevWord>,
+    /// The record model and its counters (`record`).
+    record: Tables<RecordTables>,
+    /// Counters by two words back (`ext` 2).
+    two_words: Tables<TwoWords>,
+    /// The network refined by two maps (`ext` 8).
+    net_maps: NetMaps,
+    /// The match model (`match`).
+    matcher: MatchModel,
+    /// The selector by the last byte (`select`).
+    last_byte: LastByte,
+}

@@ -1,0 +1,149 @@
+//! Context tables as a stage component: [`Tables`] holds the counter tables of one [`Family`]
+//! of contexts (the orders, the word, the sparse contexts…), each with, under `mix:conf=1`, its
+//! confidence map; a family only says how many tables of what size it has and how it hashes
+//! their contexts at each byte boundary.
+//!
+//! Per table the mixer gets two inputs ([`super::counters::inputs`]) and, with `conf`, a third
+//! (its confidence map's refinement); tables with a counter for the current bit count toward
+//! [`Push::seen`].
+
+use std::io;
+
+use super::apm::Apm;
+use super::component::{Component, Declare, Push, Shared};
+use super::counters::{Counter, CounterTable, Position, with_partial};
+use super::logistic::stretch;
+use super::spec::{CONF_CONTEXTS, MixSpec};
+
+/// A family of context tables.
+pub trait Family: Sized {
+    /// Whether the stage of `spec` has this family.
+    fn wanted(spec: &MixSpec) -> bool;
+
+    /// Log2 sizes of its tables under `spec`, in order.
+    fn table_bits(spec: &MixSpec) -> Vec<u32>;
+
+    /// Memory it takes besides its tables (a model of its own).
+    fn bytes(_spec: &MixSpec) -> usize {
+        0
+    }
+
+    fn new(spec: &MixSpec) -> io::Result<Self>;
+
+    /// Learns the coded byte (for a family with a model of its own).
+    fn learn_byte(&mut self, _s: &Shared, _byte: u8) {}
+
+    /// Whether its contexts read the network's distribution of the byte ([`Shared::cdf`]):
+    /// then they are hashed when the distribution arrives ([`Component::set_network`]) rather
+    /// than at the byte boundary, and the first bit's counters are prefetched then.
+    const READS_NETWORK: bool = false;
+
+    /// The context hash of each of its tables for the next byte.
+    fn contexts(&self, s: &Shared, out: &mut [u32]);
+}
+
+/// The counter tables of a family, as a component.
+pub struct Tables<F> {
+    family: F,
+    tables: Vec<CounterTable>,
+    /// Per table: the context hash of the current byte position.
+    contexts: Vec<u32>,
+    /// Per table: where the current bit's counter sits.
+    slots: Vec<Position>,
+    /// Per table, with `conf`: the map from a counter's history to a probability.
+    confidence: Vec<Apm>,
+}
+
+impl<F: Family> Component for Tables<F> {
+    fn wanted(spec: &MixSpec) -> bool {
+        F::wanted(spec)
+    }
+
+    fn declare(spec: &MixSpec, d: &mut Declare) {
+        for bits in F::table_bits(spec) {
+            d.table(bits);
+            d.inputs(2 + spec.conf as usize);
+            if spec.conf {
+                d.memory(Apm::bytes(CONF_CONTEXTS));
+            }
+        }
+        d.memory(F::bytes(spec));
+    }
+
+    fn new(spec: &MixSpec) -> io::Result<Self> {
+        let bits = F::table_bits(spec);
+        Ok(Tables {
+            family: F::new(spec)?,
+            tables: bits
+                .iter()
+                .map(|&b| match spec.ways && b > 16 {
+                    true => CounterTable::two_way(b),
+                    false => CounterTable::new(b),
+                })
+                .collect::<io::Result<_>>()?,
+            contexts: vec![0; bits.len()],
+            slots: vec![Position::default(); bits.len()],
+            confidence: match spec.conf {
+                true => bits.iter().map(|_| Apm::new(CONF_CONTEXTS, 6)).collect(),
+                false => Vec::new(),
+            },
+        })
+    }
+
+    #[inline]
+    fn predict(&mut self, s: &Shared, m: &mut Push) {
+        for (t, table) in self.tables.iter().enumerate() {
+            let at = table.find(with_partial(self.contexts[t], s.c0));
+            self.slots[t] = at;
+            let counter = table.get_at(at);
+            m.counter(counter);
+            if let Some(map) = self.confidence.get_mut(t) {
+                m.add(confidence_input(map, counter));
+            }
+        }
+    }
+
+    #[inline]
+    fn prefetch(&self, _s: &Shared, c0: u32) {
+        for (table, &context) in self.tables.iter().zip(&self.contexts) {
+            table.prefetch(with_partial(context, c0));
+        }
+    }
+
+    #[inline]
+    fn update(&mut self, _s: &Shared, bit: u32) {
+        for map in &mut self.confidence {
+            map.update(bit);
+        }
+        for (table, &at) in self.tables.iter_mut().zip(&self.slots) {
+            table.update_at(at, bit);
+        }
+    }
+
+    fn learn_byte(&mut self, s: &Shared, byte: u8) {
+        self.family.learn_byte(s, byte);
+    }
+
+    fn set_network(&mut self, s: &Shared) {
+        if F::READS_NETWORK {
+            self.family.contexts(s, &mut self.contexts);
+            self.prefetch(s, 1);
+        }
+    }
+
+    fn start_byte(&mut self, s: &Shared) {
+        if !F::READS_NETWORK {
+            self.family.contexts(s, &mut self.contexts);
+        }
+    }
+}
+
+/// A counter's third mixer input (`mix:conf=1`): its probability refined by `map` in the
+/// context of its count and whether its history was deterministic, stretched.
+pub fn confidence_input(map: &mut Apm, counter: Option<Counter>) -> i32 {
+    let (p, cx) = match counter {
+        None => (2048, 0),
+        Some(c) => (c.p, (c.n.min(15) as usize) << 1 | c.deterministic as usize),
+    };
+    stretch(map.refine(p, cx))
+}
