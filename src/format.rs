@@ -77,7 +77,8 @@ impl fmt::Display for FormatError {
             ),
             FormatError::ChecksumMismatch { expected, actual } => write!(
                 f,
-                "checksum mismatch: expected CRC32 {expected:08x}, decoded data has {actual:08x}"
+                "checksum mismatch: the decoded data has CRC32 {actual:08x} but the trailer stores \
+                 {expected:08x}; the data or the stored checksum is damaged"
             ),
             FormatError::TrailingData => write!(
                 f,

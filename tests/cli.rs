@@ -563,7 +563,7 @@ fn usage_errors_exit_2_and_touch_nothing() {
         (&["compress", "--lr", "nan", "u"], "lr NaN is out of range"),
         (
             &["compress", "--hidden", "0", "u"],
-            "hidden = 0 is out of range",
+            "--hidden 0 is out of range: with this recipe (mamba1, 1 layer) --hidden takes 1 to ",
         ),
         (
             &["compress", "--scope", "embed+nonsense", "u"],
@@ -575,7 +575,7 @@ fn usage_errors_exit_2_and_touch_nothing() {
         ),
         (
             &["compress", "--model", "gpt9", "u"],
-            "unknown model 'gpt9' (models: mamba1, rwkv7)",
+            "invalid value 'gpt9' for '--model <KIND>'\n  [possible values: mamba1, rwkv7]",
         ),
         (
             &["compress", "--model", "rwkv7", "--hidden", "16", "u"],

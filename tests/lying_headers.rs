@@ -256,7 +256,15 @@ fn the_binary_refuses_a_model_above_the_limit() {
         &["compress", "-c", "--hidden", "4096", "--layers", "2"],
         b"some input",
     );
-    common::cli::assert_usage_error(&out, "parameters; this build accepts at most");
+    // The width is what is too large: the message names the largest that fits.
+    common::cli::assert_usage_error(&out, "--hidden 4096 is out of range");
+    common::cli::assert_usage_error(&out, "the parameter count");
+    let out = common::cli::run(
+        dir.path(),
+        &["compress", "-c", "--layers", "64", "--hidden", "1024"],
+        b"some input",
+    );
+    common::cli::assert_usage_error(&out, "--hidden 1024 is out of range");
 }
 
 /// The estimate the limit is checked against follows what decoding really holds: for schedules

@@ -41,8 +41,10 @@ pub struct Cli {
     pub talk: TalkArgs,
 }
 
-/// How much a run says; accepted before or after the command.
+/// How much a run says; accepted before or after the command. Under a heading of its own:
+/// flattened after the model files, these would otherwise be listed under theirs.
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Messages")]
 pub struct TalkArgs {
     /// Print nothing but errors
     #[arg(short, long, global = true, overrides_with = "verbose")]
@@ -149,7 +151,7 @@ pub struct CompressArgs {
 
     /// Length of standard input in bytes, for recipes with positions in percent (the input
     /// must have exactly this length)
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", allow_negative_numbers = true, value_parser = parse_length)]
     pub size: Option<u64>,
 
     /// Write a learning curve: one line per 16 KB of input with its position, the bits per
@@ -182,7 +184,7 @@ pub struct BlockArgs {
     /// Threads, 0 for one per core: the network's products, scan and segment gradients split
     /// over them (default 1), or with --block-size, blocks are coded in
     /// parallel, one thread each (default 1); the output is the same for every count
-    #[arg(short = 'T', long, value_name = "N")]
+    #[arg(short = 'T', long, value_name = "N", allow_negative_numbers = true, value_parser = parse_threads)]
     pub threads: Option<usize>,
 }
 
@@ -199,7 +201,7 @@ pub struct DecompressArgs {
 
     /// Threads the network's products and scan split over, 0 for one per core (default 1); the
     /// output is the same for every count
-    #[arg(short = 'T', long, value_name = "N")]
+    #[arg(short = 'T', long, value_name = "N", allow_negative_numbers = true, value_parser = parse_threads)]
     pub threads: Option<usize>,
 }
 
@@ -214,7 +216,7 @@ pub struct TestArgs {
 
     /// Threads the network's products and scan split over, 0 for one per core (default 1); the
     /// output is the same for every count
-    #[arg(short = 'T', long, value_name = "N")]
+    #[arg(short = 'T', long, value_name = "N", allow_negative_numbers = true, value_parser = parse_threads)]
     pub threads: Option<usize>,
 }
 
@@ -282,7 +284,8 @@ pub struct LevelArgs {
 #[command(next_help_heading = "Model (stored in the file; decompression needs no flags)")]
 pub struct ModelArgs {
     /// Network: mamba1 or rwkv7 [default: mamba1, or the model file's]
-    #[arg(long, value_name = "KIND", value_parser = parse_model)]
+    // The names as possible values, so that completions offer them.
+    #[arg(long, value_name = "KIND", value_parser = model_names())]
     pub model: Option<ModelKind>,
 
     /// Recipe text: base and schedule, e.g. 'cfg:hidden=64 0..50%:train(lr=0.001) 50%..:infer'
@@ -291,15 +294,15 @@ pub struct ModelArgs {
     pub recipe: Option<String>,
 
     /// Hidden width
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_count)]
     pub hidden: Option<usize>,
 
     /// Number of layers
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_count)]
     pub layers: Option<usize>,
 
     /// Learning rate
-    #[arg(long, value_name = "X")]
+    #[arg(long, value_name = "X", allow_negative_numbers = true)]
     pub lr: Option<f32>,
 
     /// How the weights learn: none (only predict), sgd or adam
@@ -311,20 +314,20 @@ pub struct ModelArgs {
     pub scope: Option<String>,
 
     /// Seed of the initial weights
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_seed)]
     pub seed: Option<u64>,
 
     /// Truncated-BPTT window in bytes (1: a one-step update per byte)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_count)]
     pub bptt: Option<usize>,
 
     /// Bytes from the start of one training window to the next (default: the window, so every
     /// byte is learned; larger leaves bytes that are only predicted, for speed)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_count)]
     pub stride: Option<usize>,
 
     /// Element-wise gradient clip (0: none)
-    #[arg(long, value_name = "X")]
+    #[arg(long, value_name = "X", allow_negative_numbers = true)]
     pub clip: Option<f32>,
 }
 
@@ -374,8 +377,57 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     Ok(size)
 }
 
-fn parse_model(text: &str) -> Result<ModelKind, String> {
-    ModelKind::parse(text).map_err(|e| e.to_string())
+/// A size or a count of the recipe (`--hidden`, `--layers`, `--bptt`, `--stride`): a whole
+/// number; whether it is in range is the recipe's to say, with the bound that applies.
+fn parse_count(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<i128>() {
+        Ok(n) if n < 0 => Err(format!("{n} is negative; a whole number is expected")),
+        Ok(n) => usize::try_from(n).map_err(|_| format!("{n} is far too large")),
+        Err(_) => Err(format!("'{text}' is not a whole number")),
+    }
+}
+
+/// `--seed`: any whole number from 0 to 2^64 - 1.
+fn parse_seed(text: &str) -> Result<u64, String> {
+    let bad = || {
+        format!(
+            "'{text}' is not a seed: seeds are whole numbers from 0 to {}",
+            u64::MAX
+        )
+    };
+    let n: i128 = text.trim().parse().map_err(|_| bad())?;
+    u64::try_from(n).map_err(|_| bad())
+}
+
+/// `--size`: a length in bytes.
+fn parse_length(text: &str) -> Result<u64, String> {
+    let bad = || format!("'{text}' is not a length in bytes (a whole number, 0 or more)");
+    let n: i128 = text.trim().parse().map_err(|_| bad())?;
+    u64::try_from(n).map_err(|_| bad())
+}
+
+/// The most threads `-T` accepts. zstd clamps its workers to 256 on 64-bit builds
+/// (ZSTDMT_NBWORKERS_MAX); lmzip refuses a larger count rather than clamping it in silence,
+/// because such a number is a typo (and its threads, each with a stack, would only wait for
+/// one another). Counts above the number of cores but within this bound run, with a warning
+/// ([`super::settings`]): the output is the same for every count, so they only cost time.
+pub const MAX_THREADS: usize = 256;
+
+/// `-T`: 0 (one per core) to [`MAX_THREADS`].
+fn parse_threads(text: &str) -> Result<usize, String> {
+    let bad = || format!("'{text}' is not a thread count: 0 (one per core) to {MAX_THREADS}");
+    let n: i128 = text.trim().parse().map_err(|_| bad())?;
+    match usize::try_from(n) {
+        Ok(n) if n <= MAX_THREADS => Ok(n),
+        _ => Err(bad()),
+    }
+}
+
+/// `--model`: one of the names of [`ModelKind::ALL`].
+fn model_names() -> impl clap::builder::TypedValueParser<Value = ModelKind> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(ModelKind::ALL.map(ModelKind::name))
+        .try_map(|name| ModelKind::parse(&name).map_err(|e| e.to_string()))
 }
 
 #[cfg(test)]

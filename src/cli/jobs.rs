@@ -30,6 +30,17 @@ pub struct Shared {
     recipe: Option<Recipe>,
     /// `list` has printed its header line.
     listed: std::cell::Cell<bool>,
+    /// What `list` has listed so far, for its totals line.
+    list_totals: std::cell::Cell<ListTotals>,
+}
+
+/// Files, members and bytes listed by `-l`.
+#[derive(Clone, Copy, Default)]
+struct ListTotals {
+    files: u64,
+    members: u64,
+    lmz: u64,
+    raw: u64,
 }
 
 impl Shared {
@@ -52,6 +63,7 @@ impl Shared {
             weights,
             recipe,
             listed: std::cell::Cell::new(false),
+            list_totals: std::cell::Cell::default(),
         })
     }
 
@@ -107,13 +119,14 @@ pub fn run_one(settings: &Settings, shared: &Shared, input: &Input) -> Result<()
             }
             let job = DecompressJob {
                 shared,
+                threads: settings.threads,
                 out: output,
                 save_weights: save_weights.as_deref(),
                 suffix,
             };
             job.run(input, &label, v)
         }
-        Job::Test => test_one(shared, input, &label, v),
+        Job::Test => test_one(shared, settings.threads, input, &label, v),
         Job::Info => info_one(input, v),
         Job::List => list_one(shared, input, v),
     }
@@ -134,33 +147,50 @@ fn skip_symlink(input: &Input, force: bool, label: &str, verbosity: Verbosity) -
     is_link && !force
 }
 
-/// Refuses to replace an existing model file unless forced (checked before the long run).
-fn check_model_target(path: Option<&Path>, force: bool) -> Result<()> {
-    if let Some(path) = path
-        && !force
-        && path.exists()
-    {
-        bail!("{} already exists (use -f to overwrite)", path.display());
-    }
-    Ok(())
+/// A file written beside the main output (a model, a learning curve): its temporary file is
+/// created before coding starts, so that a missing directory or a name that may not be
+/// replaced fails at once rather than after the whole run; it is renamed onto its name once
+/// written, and removed if the run fails.
+struct SideFile {
+    path: PathBuf,
+    staged: StagedFile,
 }
 
-/// Writes the model a run ended with, as outputs are written: under a temporary name that a
-/// signal removes, renamed when complete, never over an existing file unless forced.
-fn save_model(path: Option<&Path>, summary: &codec::Summary, force: bool) -> Result<()> {
-    if let (Some(path), Some(bytes)) = (path, &summary.model) {
-        write_side_file(path, bytes, force)?;
+impl SideFile {
+    /// Checks `path` and creates its temporary file; `None` when there is no such output.
+    fn prepare(path: Option<&Path>, force: bool) -> Result<Option<Self>> {
+        let Some(path) = path else {
+            return Ok(None);
+        };
+        if !force && path.exists() {
+            bail!("{} already exists (use -f to overwrite)", path.display());
+        }
+        if path.is_dir() {
+            bail!("{} is a directory", path.display());
+        }
+        let staged = StagedFile::create(path, None)?;
+        Ok(Some(SideFile {
+            path: path.to_path_buf(),
+            staged,
+        }))
     }
-    Ok(())
+
+    /// Writes `bytes` and renames the file onto its name (never over an existing file unless
+    /// forced).
+    fn write(self, bytes: &[u8], force: bool) -> Result<()> {
+        let mut file = self.staged.file();
+        file.write_all(bytes)
+            .with_context(|| format!("cannot write {}", self.path.display()))?;
+        self.staged.commit(None, force)
+    }
 }
 
-/// Writes a file beside the main output (a model, a learning curve) the safe way.
-fn write_side_file(path: &Path, bytes: &[u8], force: bool) -> Result<()> {
-    let staged = StagedFile::create(path, None)?;
-    let mut file = staged.file();
-    file.write_all(bytes)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    staged.commit(None, force)
+/// Writes the model a run ended with into its prepared side file.
+fn save_model(file: Option<SideFile>, summary: &codec::Summary, force: bool) -> Result<()> {
+    if let (Some(file), Some(bytes)) = (file, &summary.model) {
+        file.write(bytes, force)?;
+    }
+    Ok(())
 }
 
 /// Where one result goes.
@@ -219,12 +249,13 @@ impl CompressJob<'_> {
         if matches!(target, Target::Stdout) && io::stdout().is_terminal() && !out.force {
             bail!("refusing to write compressed data to a terminal (use -f to force, or -o FILE)");
         }
-        check_model_target(self.save_weights, out.force)?;
-        check_model_target(self.stats, out.force)?;
         let mut source = Source::open(input)?;
         if let Target::File(path) = &target {
             check_target(&source, path, out.force)?;
         }
+        // Every output is set up before the long run: a missing directory fails now.
+        let model_file = SideFile::prepare(self.save_weights, out.force)?;
+        let stats_file = SideFile::prepare(self.stats, out.force)?;
         // Percent positions become bytes of this input.
         let length = self.size.or(source.len());
         let mut options = self.shared.options(self.save_weights.is_some());
@@ -257,7 +288,7 @@ impl CompressJob<'_> {
                     )?;
                 }
                 staged.commit(source_meta.as_ref(), out.force)?;
-                save_model(self.save_weights, &s, out.force)?;
+                save_model(model_file, &s, out.force)?;
                 if out.remove_source {
                     source.remove()?;
                 }
@@ -282,7 +313,7 @@ impl CompressJob<'_> {
                 let mut stdout = io::stdout().lock();
                 io::copy(&mut spool, &mut stdout).context("cannot write output")?;
                 stdout.flush().context("cannot write output")?;
-                save_model(self.save_weights, &s, out.force)?;
+                save_model(model_file, &s, out.force)?;
                 (s, took)
             }
             Target::Stdout => {
@@ -295,12 +326,12 @@ impl CompressJob<'_> {
                     &mut meter,
                     &mut curve,
                 )?;
-                save_model(self.save_weights, &s, out.force)?;
+                save_model(model_file, &s, out.force)?;
                 (s, meter.finish())
             }
         };
-        if let (Some(path), Some(curve)) = (self.stats, curve) {
-            write_side_file(path, curve.finish().as_bytes(), out.force)?;
+        if let (Some(file), Some(curve)) = (stats_file, curve) {
+            file.write(curve.finish().as_bytes(), out.force)?;
         }
         if wants_summary(verbosity) {
             let (raw, lmz) = (summary_of.raw_bytes, summary_of.lmz_bytes);
@@ -392,6 +423,8 @@ fn verify_compressed(
 /// One decompression: the shared model file and what to do with the results.
 struct DecompressJob<'a> {
     shared: &'a Shared,
+    /// The network threads of `-T`.
+    threads: usize,
     out: &'a OutputSettings,
     save_weights: Option<&'a Path>,
     suffix: &'a str,
@@ -407,12 +440,12 @@ impl DecompressJob<'_> {
         }
         let target = Target::choose(&out.choice, input, |p| decompressed_name(p, self.suffix))?;
         refuse_terminal_input(input, out.force)?;
-        check_model_target(save_weights, out.force)?;
         let options = shared.options(save_weights.is_some());
         let mut source = Source::open(input)?;
         if let Target::File(path) = &target {
             check_target(&source, path, out.force)?;
         }
+        let model_file = SideFile::prepare(save_weights, out.force)?;
         let mut meter = Meter::new(verbosity, label, decoded_len(input, &source));
         let (summary_of, took) = match &target {
             Target::File(path) => {
@@ -423,7 +456,7 @@ impl DecompressJob<'_> {
                 let took = meter.finish();
                 super::signals::check()?;
                 staged.commit(source.metadata(), out.force)?;
-                save_model(save_weights, &s, out.force)?;
+                save_model(model_file, &s, out.force)?;
                 if out.remove_source {
                     source.remove()?;
                 }
@@ -434,11 +467,12 @@ impl DecompressJob<'_> {
                 let s = codec::decompress(&options, &mut source.reader, &mut stdout, &mut |p| {
                     meter.update(p)
                 })?;
-                save_model(save_weights, &s, out.force)?;
+                save_model(model_file, &s, out.force)?;
                 (s, meter.finish())
             }
         };
         note_unused_weights(shared, &summary_of, label, verbosity);
+        note_serial_members(self.threads, &summary_of, label, verbosity);
         if wants_summary(verbosity) {
             let (raw, lmz) = (summary_of.raw_bytes, summary_of.lmz_bytes);
             summary(label, lmz, raw, (lmz, raw), took, &target.label());
@@ -459,6 +493,21 @@ fn note_unused_weights(shared: &Shared, s: &codec::Summary, label: &str, verbosi
     {
         say(format_args!(
             "{label}: note: the stream starts from a fresh model; --weights was not used"
+        ));
+    }
+}
+
+/// `-T N` on a stream of several members (a `--block-size` file, concatenated files): the
+/// members are decoded one after another, not N at a time as they were coded, and the threads
+/// only split each member's network products, which at lmzip's sizes does not pay (see
+/// `DEFAULT_NETWORK_THREADS` in settings.rs). Say so rather than let the user think the second
+/// core worked for them.
+fn note_serial_members(threads: usize, s: &codec::Summary, label: &str, verbosity: Verbosity) {
+    if threads > 1 && s.members.len() > 1 && verbosity != Verbosity::Quiet {
+        say(format_args!(
+            "{label}: note: -T {threads} does not apply to members: the {} members were \
+             decoded one after another (the threads only split each one's network products)",
+            s.members.len()
         ));
     }
 }
@@ -484,7 +533,13 @@ fn refuse_terminal_input(input: &Input, force: bool) -> Result<()> {
     Ok(())
 }
 
-fn test_one(shared: &Shared, input: &Input, label: &str, verbosity: Verbosity) -> Result<()> {
+fn test_one(
+    shared: &Shared,
+    threads: usize,
+    input: &Input,
+    label: &str,
+    verbosity: Verbosity,
+) -> Result<()> {
     refuse_terminal_input(input, false)?;
     let mut source = Source::open(input)?;
     let mut meter = Meter::new(verbosity, label, decoded_len(input, &source));
@@ -494,6 +549,7 @@ fn test_one(shared: &Shared, input: &Input, label: &str, verbosity: Verbosity) -
     })?;
     let took = meter.finish();
     note_unused_weights(shared, &s, label, verbosity);
+    note_serial_members(threads, &s, label, verbosity);
     match verbosity {
         Verbosity::Quiet => {}
         Verbosity::Normal => say(format_args!("{label}: ok")),
@@ -624,6 +680,24 @@ fn numerics_text(version: u8) -> String {
     }
 }
 
+/// One `-l` row: members, compressed and uncompressed bytes, ratio, bits per byte, name.
+/// Where the output is larger than the input, the header outweighs what the model saved, and
+/// bits per byte would measure the header (a 1-byte member shows thousands): `-` stands there
+/// instead, as xz -l shows `---` for a ratio it cannot give.
+fn list_row(count: &str, lmz: u64, raw: u64, name: &str) -> String {
+    let ratio = if lmz == 0 {
+        0.0
+    } else {
+        raw as f64 / lmz as f64
+    };
+    let bpb = if lmz > raw {
+        "-".to_string()
+    } else {
+        format!("{:.3}", bits_per_byte(lmz, raw))
+    };
+    format!("{count:>7} {lmz:>11} {raw:>13} {ratio:>7.3} {bpb:>7}  {name}\n")
+}
+
 /// The `-l` line of a file (after a header line before the first): members, sizes, ratio,
 /// bits per byte; with `-v`, a line per member below it.
 fn list_one(shared: &Shared, input: &Input, verbosity: Verbosity) -> Result<()> {
@@ -632,30 +706,43 @@ fn list_one(shared: &Shared, input: &Input, verbosity: Verbosity) -> Result<()> 
     if !shared.listed.replace(true) {
         text += "members  compressed  uncompressed   ratio     bpb  name\n";
     }
-    let row = |count: String, lmz: u64, raw: u64, name: &str| {
-        let ratio = if lmz == 0 {
-            0.0
-        } else {
-            raw as f64 / lmz as f64
-        };
-        format!(
-            "{count:>7} {lmz:>11} {raw:>13} {ratio:>7.3} {:>7.3}  {name}\n",
-            bits_per_byte(lmz, raw)
-        )
-    };
     let raw: u64 = members.iter().map(|m| m.raw_len).sum();
     let lmz: u64 = members.iter().map(|m| m.stream_len).sum();
-    text += &row(members.len().to_string(), lmz, raw, &input.label());
+    text += &list_row(&members.len().to_string(), lmz, raw, &input.label());
     if verbosity >= Verbosity::Verbose {
         for (i, m) in members.iter().enumerate() {
-            text += &row(
-                format!("#{}", i + 1),
+            text += &list_row(
+                &format!("#{}", i + 1),
                 m.stream_len,
                 m.raw_len,
                 &format!("  member {}", i + 1),
             );
         }
     }
+    let t = shared.list_totals.get();
+    shared.list_totals.set(ListTotals {
+        files: t.files + 1,
+        members: t.members + members.len() as u64,
+        lmz: t.lmz + lmz,
+        raw: t.raw + raw,
+    });
+    write_stdout(&text)
+}
+
+/// After the last file of `-l`: with more than one file listed, a rule and the totals, as
+/// `xz -l` and `zstd -l` end.
+pub fn finish_list(shared: &Shared) -> Result<()> {
+    let t = shared.list_totals.get();
+    if t.files < 2 {
+        return Ok(());
+    }
+    let mut text = "-".repeat(55) + "\n";
+    text += &list_row(
+        &t.members.to_string(),
+        t.lmz,
+        t.raw,
+        &format!("{} files", t.files),
+    );
     write_stdout(&text)
 }
 

@@ -18,6 +18,7 @@ mod argv;
 mod blocks;
 mod files;
 mod jobs;
+mod man;
 mod progress;
 mod settings;
 mod signals;
@@ -64,8 +65,7 @@ where
             return ExitCode::SUCCESS;
         }
         Some(args::Command::Man) => {
-            let page = clap_mangen::Man::new(command());
-            return match page.render(&mut std::io::stdout()) {
+            return match man::render(command(), &mut std::io::stdout()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     say(format_args!("lmzip: cannot write the manual page: {e}"));
@@ -87,6 +87,11 @@ where
     if let Err(e) = crate::kernels::dispatch::init_from_env() {
         say(format_args!("lmzip: {e}"));
         return ExitCode::from(USAGE_STATUS);
+    }
+    if settings.verbosity > Verbosity::Quiet {
+        for warning in &settings.warnings {
+            say(format_args!("lmzip: {warning}"));
+        }
     }
     progress::set_bars(!settings.no_progress);
     let shared = match jobs::Shared::prepare(&settings) {
@@ -248,6 +253,17 @@ fn run_all(settings: &Settings, shared: &jobs::Shared) -> u8 {
             // Quiet, as when the signal kills a process: the user asked for it.
             Failure::Interrupted => return signals::interrupted_status(),
             Failure::BrokenPipe => return BROKEN_PIPE_STATUS,
+        }
+    }
+    if matches!(settings.job, settings::Job::List)
+        && let Err(err) = jobs::finish_list(shared)
+    {
+        match classify(&err) {
+            Failure::BrokenPipe => return BROKEN_PIPE_STATUS,
+            _ => {
+                say(format_args!("lmzip: {err:#}"));
+                status = 1;
+            }
         }
     }
     // A signal after the last check still means the run was stopped.

@@ -119,6 +119,8 @@ pub struct Settings {
     /// Threads the network's kernels split over when a stream is coded (1 with
     /// `--block-size`, whose blocks take the threads instead).
     pub threads: usize,
+    /// Warnings about the command line that do not stop the run (printed unless `-q`).
+    pub warnings: Vec<String>,
 }
 
 /// The suffix of compressed files unless `-S` names another.
@@ -220,7 +222,13 @@ impl RecipePlan {
             (None, None) => template,
         };
         self.knobs.apply(&mut recipe)?;
-        recipe.validate().context("invalid model settings")?;
+        if let Err(e) = recipe.validate() {
+            let e = anyhow::Error::from(e);
+            return Err(match self.knobs.hidden {
+                Some(h) => hidden_error(&recipe, h, e),
+                None => e.context("invalid model settings"),
+            });
+        }
         Ok(recipe)
     }
 }
@@ -300,6 +308,70 @@ impl Knobs {
     }
 }
 
+/// The largest `--hidden` with which `recipe` (a fresh model's) is valid, if any: the widths
+/// derived from it (Mamba-1's inner width is twice the hidden one, RWKV-7's intermediate four
+/// times), the bound on parameters and the one on working memory limit it more than the bound
+/// on each size does. Found by bisection: every one of these grows with the width.
+fn largest_hidden(recipe: &Recipe) -> Option<usize> {
+    // RWKV-7's width is a whole number of heads.
+    let step = match recipe.kind() {
+        ModelKind::Rwkv7 => 64,
+        ModelKind::Mamba1 => 1,
+    };
+    let fits = |units: usize| {
+        let mut r = recipe.clone();
+        match &mut r.base {
+            Base::Fresh { config, .. } => config.set_size(Some(units * step), None),
+            Base::File { .. } => return false,
+        }
+        r.validate().is_ok()
+    };
+    // Invariant: `lo` fits (or is 0), `hi` does not.
+    let (mut lo, mut hi) = (0usize, recipe::MAX_DIM / step + 1);
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    (lo > 0).then_some(lo * step)
+}
+
+/// The error of a recipe that `--hidden h` made invalid: one message with the bound that
+/// applies, rather than the bound of a width derived from it.
+fn hidden_error(recipe: &Recipe, h: usize, cause: anyhow::Error) -> anyhow::Error {
+    match largest_hidden(recipe) {
+        Some(max) if h == 0 || h > max => {
+            let layers = match &recipe.base {
+                Base::Fresh { config, .. } => config
+                    .keys()
+                    .into_iter()
+                    .find(|(k, _)| *k == "layers")
+                    .map_or(0, |(_, v)| v),
+                Base::File { .. } => 0,
+            };
+            let unit = match recipe.kind() {
+                ModelKind::Rwkv7 => ", a multiple of 64",
+                ModelKind::Mamba1 => "",
+            };
+            let layers = match layers {
+                1 => "1 layer".to_string(),
+                n => format!("{n} layers"),
+            };
+            anyhow::anyhow!(
+                "--hidden {h} is out of range: with this recipe ({kind}, {layers}) --hidden takes \
+                 1 to {max}{unit} (the sizes derived from the width, the parameter count and the \
+                 working memory are bounded too)",
+                kind = recipe.kind().name(),
+            )
+        }
+        // The width is not what is wrong.
+        _ => cause.context("invalid model settings"),
+    }
+}
+
 impl Settings {
     /// Checks the command line; every error is a usage error.
     pub fn from_cli(cli: Cli) -> Result<Self> {
@@ -376,6 +448,15 @@ impl Settings {
         if inputs.iter().filter(|i| **i == Input::Stdin).count() > 1 {
             bail!("standard input can be read only once");
         }
+        let block_threads = match &job {
+            Job::Compress {
+                blocks: Some(plan), ..
+            } => plan.threads,
+            _ => 1,
+        };
+        let warnings = threads_warning(threads.max(block_threads))
+            .into_iter()
+            .collect();
         Ok(Settings {
             job,
             inputs,
@@ -385,6 +466,7 @@ impl Settings {
             recursive: input.recursive,
             suffix,
             threads,
+            warnings,
         })
     }
 }
@@ -468,6 +550,20 @@ fn network_threads(given: Option<usize>) -> usize {
         Some(threads) => resolve_threads(threads),
         None => DEFAULT_NETWORK_THREADS,
     }
+}
+
+/// More threads than cores run (the output is the same for every count, and the tests use 3
+/// on 2 cores to prove it), but only cost time: the threads wait for one another at every
+/// product. xz says so when it changes a thread count; lmzip says so and keeps the count.
+fn threads_warning(threads: usize) -> Option<String> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (threads > cores).then(|| {
+        format!(
+            "warning: -T {threads} is more threads than the {cores} core{s} here; the extra \
+             ones only slow the run down (the output is the same for every count)",
+            s = if cores == 1 { "" } else { "s" }
+        )
+    })
 }
 
 /// `-T 0` means one thread per core.
@@ -690,6 +786,32 @@ mod tests {
         ] {
             assert!(settings(args).is_err(), "{args:?}");
         }
+    }
+
+    #[test]
+    fn the_hidden_bound_named_is_the_real_one() {
+        for kind in ["mamba1", "rwkv7"] {
+            let err = recipe(&["compress", "--model", kind, "--hidden", "100000"]).unwrap_err();
+            let text = format!("{err:#}");
+            let tail = text.split("--hidden takes 1 to ").nth(1).expect(&text);
+            let max: usize = tail
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+                .parse()
+                .unwrap();
+            let step = if kind == "rwkv7" { 64 } else { 1 };
+            recipe(&["compress", "--model", kind, "--hidden", &max.to_string()]).unwrap();
+            let above = (max + step).to_string();
+            let err = recipe(&["compress", "--model", kind, "--hidden", &above]).unwrap_err();
+            assert!(
+                format!("{err:#}").contains(&format!("1 to {max}")),
+                "{err:#}"
+            );
+        }
+        // A width within the bound with another error keeps that error.
+        let err = recipe(&["compress", "--hidden", "32", "--bptt", "5000"]).unwrap_err();
+        assert!(format!("{err:#}").contains("bptt 5000"), "{err:#}");
     }
 
     #[test]
