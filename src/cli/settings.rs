@@ -223,7 +223,6 @@ impl RecipePlan {
         };
         self.knobs.apply(&mut recipe)?;
         if let Err(e) = recipe.validate() {
-            let e = anyhow::Error::from(e);
             return Err(match self.knobs.hidden {
                 Some(h) => hidden_error(&recipe, h, e),
                 None => e.context("invalid model settings"),
