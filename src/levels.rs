@@ -54,7 +54,7 @@ macro_rules! train {
 /// output bias learn four times as fast as the blocks, whose rate drops from 1e-3 to 7e-4.
 /// With the stage, on 100 KB prefixes of six files of five kinds at 128×3: 0.25% fewer bytes
 /// in all (sum −1.8%, kennedy.xls −4.2%, text and E.coli within ±0.1%); with the network
-/// alone 3.3% (README, "Per-group rates"). The smaller networks gained nothing from them with
+/// alone 3.3% (docs/experiments.md, "Per-group rates"). The smaller networks gained nothing from them with
 /// the stage (64×1 −0.02%, 96×2 at 1e-3 −0.05%), so levels 1–4 go without; the RWKV-7 levels
 /// too, as they were measured with the network alone only.
 macro_rules! train_fast_ends {
@@ -72,7 +72,7 @@ macro_rules! train_fast_ends {
 /// the same ratio as 16 for half the scan's work. Every Mamba-1 level convolves over the last 8
 /// positions rather than the model's 4: with the stage, 0.65% fewer bytes over twelve files of
 /// eight kinds at the default (tables and binaries 0.1–7%, text and source within ±0.1%), at
-/// no measurable cost in time (README, "Convolution width").
+/// no measurable cost in time (docs/experiments.md, "Convolution width").
 pub const LEVELS: [Level; MAX_LEVEL as usize] = [
     Level {
         mamba1: concat!(

@@ -245,7 +245,7 @@ fn flag(v: u32, key: &str) -> Result<(), String> {
 
 impl MixSpec {
     /// The stage as levels 5–9 use it, and as `mix:` gives it: every component measured to
-    /// pay across text, source and binaries (README, "The mixing stage"), with the mixer's
+    /// pay across text, source and binaries (docs/experiments.md, "The mixing stage"), with the mixer's
     /// rate that suits that many inputs.
     pub const DEFAULT: MixSpec = MixSpec {
         orders: 6,
