@@ -29,8 +29,10 @@
 
 pub mod apm;
 pub mod base;
+pub mod columns;
 pub mod component;
 pub mod counters;
+pub mod indirect;
 pub mod logistic;
 pub mod matcher;
 pub mod mixer;
@@ -213,6 +215,19 @@ mod tests_support {
         }
     }
 
+    /// The stage with context orders 0–2 only: the new components are judged against it.
+    pub fn plain() -> MixSpec {
+        MixSpec {
+            orders: 2,
+            word: false,
+            sparse: false,
+            matcher: 0,
+            sse: false,
+            table: 16,
+            ..classic()
+        }
+    }
+
     /// A uniform network: every byte has the same share.
     pub fn uniform() -> Vec<u32> {
         (0..=256u32).map(|s| s << 16).collect()
@@ -325,19 +340,6 @@ mod new_component_tests {
     use logistic::stretch;
     use spec::CONF_CONTEXTS;
     use tables::confidence_input;
-
-    /// The stage with context orders 0–2 only: the new components are judged against it.
-    fn plain() -> MixSpec {
-        MixSpec {
-            orders: 2,
-            word: false,
-            sparse: false,
-            matcher: 0,
-            sse: false,
-            table: 16,
-            ..classic()
-        }
-    }
 
     /// Rows of 32 bytes, each the row above with every byte raised by 1 one time in four: only a
     /// model that looks one record back can predict it.
@@ -525,6 +527,8 @@ mod new_component_tests {
             decay: false,
             nmap: false,
             ways: false,
+            indirect: false,
+            columns: false,
             ..spec
         };
         assert_eq!(spec, explicit);

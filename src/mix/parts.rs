@@ -8,7 +8,9 @@
 use std::io;
 
 use super::base::{Base, LastByte};
+use super::columns::Columns;
 use super::component::{Component, Declare, Push, Shared, components};
+use super::indirect::Indirect;
 use super::matcher::MatchModel;
 use super::netmaps::NetMaps;
 use super::orders::{Orders, Sparse};
@@ -38,4 +40,8 @@ components! {
     matcher: MatchModel,
     /// The selector by the last byte (`select`).
     last_byte: LastByte,
+    /// Counters by indirect contexts (`ext` 32).
+    indirect: Tables<Indirect>,
+    /// Counters by line and column contexts (`ext` 64).
+    columns: Tables<Columns>,
 }

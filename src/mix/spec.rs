@@ -53,6 +53,12 @@ pub struct MixSpec {
     /// (16) Context tables above order 1 are two-way (a context finds its counter in one of two
     /// slots, and a new one evicts the less used).
     pub ways: bool,
+    /// (32) Indirect contexts: the bytes that followed the last one, two and three bytes the
+    /// last times they came round, as contexts of four more tables (src/mix/indirect.rs).
+    pub indirect: bool,
+    /// (64) Line and column contexts: the byte above, the column, the indentation
+    /// (src/mix/columns.rs).
+    pub columns: bool,
 }
 
 /// Most memory the stage may take in this build: a header asking for more is refused before
@@ -196,6 +202,8 @@ pub static KEYS: [MixKey; 12] = [
                 | (m.decay as u32) << 2
                 | (m.nmap as u32) << 3
                 | (m.ways as u32) << 4
+                | (m.indirect as u32) << 5
+                | (m.columns as u32) << 6
         },
         set: |m, v| {
             m.fin = v & EXT_FIN != 0;
@@ -203,12 +211,14 @@ pub static KEYS: [MixKey; 12] = [
             m.decay = v & EXT_DECAY != 0;
             m.nmap = v & EXT_NMAP != 0;
             m.ways = v & EXT_WAYS != 0;
+            m.indirect = v & EXT_IND != 0;
+            m.columns = v & EXT_COLUMNS != 0;
         },
         check: |v| match v <= EXT_ALL {
             true => Ok(()),
             false => Err(format!(
                 "mix ext {v} is out of range (0..={EXT_ALL}: a sum of fin 1, words 2, decay 4, \
-                 nmap 8, ways 16)"
+                 nmap 8, ways 16, ind 32, columns 64)"
             )),
         },
         implicit: Some(0),
@@ -233,7 +243,9 @@ pub const EXT_WORDS: u32 = 2;
 pub const EXT_DECAY: u32 = 4;
 pub const EXT_NMAP: u32 = 8;
 pub const EXT_WAYS: u32 = 16;
-pub const EXT_ALL: u32 = 31;
+pub const EXT_IND: u32 = 32;
+pub const EXT_COLUMNS: u32 = 64;
+pub const EXT_ALL: u32 = 127;
 
 /// A 0/1 switch.
 fn flag(v: u32, key: &str) -> Result<(), String> {
@@ -264,6 +276,8 @@ impl MixSpec {
         decay: true,
         nmap: true,
         ways: true,
+        indirect: false,
+        columns: false,
     };
 
     /// `self` with every key that has an implicit value ([`MixKey::implicit`]) set to it: the

@@ -1,0 +1,111 @@
+//! Indirect contexts (`ext` 32, `ind`): what followed a context the last times it came round,
+//! used as a context itself. Where the orders ask "what comes after these bytes", an indirect
+//! context asks "what comes after the bytes that came after them last time": in text it finds
+//! a word's usual continuations after a short context, in binaries a field's usual successor.
+//!
+//! Three histories, each the last two bytes seen after its context: after the last byte, after
+//! the last two bytes, and after the last three (hashed). Four counter tables read them.
+
+use std::io;
+
+use super::component::Shared;
+use super::counters::hash;
+use super::spec::MixSpec;
+use super::tables::Family;
+
+/// Log2 of the entries of the history after the last three bytes.
+const AFTER3_BITS: u32 = 20;
+
+/// The histories of what followed each context (see the module's docs).
+pub struct Indirect {
+    /// By the last byte: the two bytes that followed it last (newest low).
+    after1: Vec<u16>,
+    /// By the last two bytes.
+    after2: Vec<u16>,
+    /// By a hash of the last three bytes.
+    after3: Vec<u16>,
+}
+
+fn slot3(history: u64) -> usize {
+    (hash(history & 0xff_ffff, 0x1d3) >> (32 - AFTER3_BITS)) as usize
+}
+
+impl Family for Indirect {
+    fn wanted(spec: &MixSpec) -> bool {
+        spec.indirect
+    }
+
+    fn table_bits(spec: &MixSpec) -> Vec<u32> {
+        vec![spec.table; 4]
+    }
+
+    fn bytes(_spec: &MixSpec) -> usize {
+        2 * ((1 << 8) + (1 << 16) + (1 << AFTER3_BITS))
+    }
+
+    fn new(_spec: &MixSpec) -> io::Result<Self> {
+        Ok(Indirect {
+            after1: vec![0; 1 << 8],
+            after2: vec![0; 1 << 16],
+            after3: vec![0; 1 << AFTER3_BITS],
+        })
+    }
+
+    fn learn_byte(&mut self, s: &Shared, byte: u8) {
+        let before = s.history >> 8;
+        let push = |h: &mut u16| *h = *h << 8 | byte as u16;
+        push(&mut self.after1[(before & 0xff) as usize]);
+        push(&mut self.after2[(before & 0xffff) as usize]);
+        push(&mut self.after3[slot3(before)]);
+    }
+
+    fn contexts(&self, s: &Shared, out: &mut [u32]) {
+        let h = s.history;
+        let a1 = self.after1[(h & 0xff) as usize] as u64;
+        let a2 = self.after2[(h & 0xffff) as usize] as u64;
+        let a3 = self.after3[slot3(h)] as u64;
+        out[0] = hash(a1 << 8 | (h & 0xff), 0x1d0);
+        out[1] = hash((a2 & 0xff) << 16 | (h & 0xffff), 0x1d1);
+        out[2] = hash(a2 << 8 | (h & 0xff), 0x1d2);
+        out[3] = hash(a3 << 16 | (h & 0xffff), 0x1d4);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests_support::{cost, plain};
+    use super::*;
+
+    /// Pairs of a key and its value, where each key's value switches between two of its own
+    /// every few hundred pairs: the last values after a key say which one holds now, sooner than
+    /// the key's counters forget the other.
+    fn switching_pairs(pairs: usize) -> Vec<u8> {
+        let mut x = 7u32;
+        let mut data = Vec::new();
+        for i in 0..pairs {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            let key = (x >> 16) as u8 & 15;
+            let epoch = (i / 400) as u8 & 1;
+            data.push(b'a' + key);
+            data.push(b'0' + (key * 7 + epoch * 5) % 10 + epoch * 10);
+        }
+        data
+    }
+
+    #[test]
+    fn indirect_contexts_follow_what_came_after_a_context_last_time() {
+        let data = switching_pairs(3000);
+        let without = cost(&plain(), &data);
+        let with = cost(
+            &MixSpec {
+                indirect: true,
+                ..plain()
+            },
+            &data,
+        );
+        // The keys are random (4 bits each, for any model); the values are what is judged.
+        let keys = 4.0 * 3000.0;
+        assert!(without > keys, "{without}");
+        assert!(with - keys < 0.8 * (without - keys), "{with} vs {without}");
+    }
+}
