@@ -40,6 +40,7 @@ pub mod netmaps;
 pub mod orders;
 pub mod parts;
 pub mod record;
+pub mod runs;
 pub mod slots;
 pub mod spec;
 pub mod sse;
@@ -529,6 +530,8 @@ mod new_component_tests {
             ways: false,
             indirect: false,
             columns: false,
+            second: false,
+            runs: false,
             ..spec
         };
         assert_eq!(spec, explicit);

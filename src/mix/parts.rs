@@ -7,7 +7,7 @@
 
 use std::io;
 
-use super::base::{Base, LastByte};
+use super::base::{Base, LastByte, SecondByte};
 use super::columns::Columns;
 use super::component::{Component, Declare, Push, Shared, components};
 use super::indirect::Indirect;
@@ -15,6 +15,7 @@ use super::matcher::MatchModel;
 use super::netmaps::NetMaps;
 use super::orders::{Orders, Sparse};
 use super::record::RecordTables;
+use super::runs::Runs;
 use super::spec::MixSpec;
 use super::tables::Tables;
 use super::words::{PrevWord, TwoWords, Word};
@@ -44,4 +45,8 @@ components! {
     indirect: Tables<Indirect>,
     /// Counters by line and column contexts (`ext` 64).
     columns: Tables<Columns>,
+    /// The selector by the byte two back (`ext` 128).
+    second_byte: SecondByte,
+    /// The run model (`ext` 256).
+    runs: Runs,
 }

@@ -59,6 +59,11 @@ pub struct MixSpec {
     /// (64) Line and column contexts: the byte above, the column, the indentation
     /// (src/mix/columns.rs).
     pub columns: bool,
+    /// (128) A weight-set selector by the byte two back and the bit position.
+    pub second: bool,
+    /// (256) The run model: per context of the last 1–6 bytes, the byte that followed it and
+    /// how many times in a row (src/mix/runs.rs).
+    pub runs: bool,
 }
 
 /// Most memory the stage may take in this build: a header asking for more is refused before
@@ -204,6 +209,8 @@ pub static KEYS: [MixKey; 12] = [
                 | (m.ways as u32) << 4
                 | (m.indirect as u32) << 5
                 | (m.columns as u32) << 6
+                | (m.second as u32) << 7
+                | (m.runs as u32) << 8
         },
         set: |m, v| {
             m.fin = v & EXT_FIN != 0;
@@ -213,12 +220,14 @@ pub static KEYS: [MixKey; 12] = [
             m.ways = v & EXT_WAYS != 0;
             m.indirect = v & EXT_IND != 0;
             m.columns = v & EXT_COLUMNS != 0;
+            m.second = v & EXT_SECOND != 0;
+            m.runs = v & EXT_RUNS != 0;
         },
         check: |v| match v <= EXT_ALL {
             true => Ok(()),
             false => Err(format!(
                 "mix ext {v} is out of range (0..={EXT_ALL}: a sum of fin 1, words 2, decay 4, \
-                 nmap 8, ways 16, ind 32, columns 64)"
+                 nmap 8, ways 16, ind 32, columns 64, second 128, runs 256)"
             )),
         },
         implicit: Some(0),
@@ -245,7 +254,9 @@ pub const EXT_NMAP: u32 = 8;
 pub const EXT_WAYS: u32 = 16;
 pub const EXT_IND: u32 = 32;
 pub const EXT_COLUMNS: u32 = 64;
-pub const EXT_ALL: u32 = 127;
+pub const EXT_SECOND: u32 = 128;
+pub const EXT_RUNS: u32 = 256;
+pub const EXT_ALL: u32 = 511;
 
 /// A 0/1 switch.
 fn flag(v: u32, key: &str) -> Result<(), String> {
@@ -278,6 +289,8 @@ impl MixSpec {
         ways: true,
         indirect: false,
         columns: false,
+        second: false,
+        runs: false,
     };
 
     /// `self` with every key that has an implicit value ([`MixKey::implicit`]) set to it: the
