@@ -43,7 +43,10 @@ const CLASSIC_MIX: &str = "mix:table=16,match=16,rate=12,conf=0,pword=0,select=0
 /// The default stage of the second round, before the key `ext` existed (small tables, as `common::SMALL_MIX`), at the mixer rate it had then.
 const SECOND_MIX: &str = "mix:table=16,match=16,rate=6,record=1,ext=0";
 /// The default stage of the third round, before `record=2` (small tables, as `common::SMALL_MIX`).
-const THIRD_MIX: &str = "mix:table=16,match=16,record=1";
+const THIRD_MIX: &str = "mix:table=16,match=16,record=1,ext=31";
+/// The default stage of the fourth round, before the fifth round's `ext` bits (indirect, columns,
+/// the second byte's selector, runs) (small tables, as `common::SMALL_MIX`).
+const FOURTH_MIX: &str = "mix:table=16,match=16,ext=31";
 
 /// Every golden recipe with its file name, e.g. `rwkv7-adam-bptt8.lmz`: every model and mode,
 /// and with the mixing stage prediction only and Adam over segments — as first written
@@ -62,6 +65,7 @@ fn golden_recipes() -> Vec<(String, Recipe)> {
     let adam8 = |kind| common::tiny(kind, Some(OptimizerKind::Adam), 8);
     let second = kinds.map(|kind| adam8(kind).edit(SECOND_MIX, None).unwrap());
     let third = kinds.map(|kind| adam8(kind).edit(THIRD_MIX, None).unwrap());
+    let fourth = kinds.map(|kind| adam8(kind).edit(FOURTH_MIX, None).unwrap());
     let current = kinds.map(|kind| common::with_mix(&adam8(kind)));
     // Losses weighed by the coded bits: with the stage over segments, and alone one step at a
     // time.
@@ -69,15 +73,19 @@ fn golden_recipes() -> Vec<(String, Recipe)> {
         let rule = format!("0..:train(opt=adam,lr=0.003,bptt={bptt},stride={bptt},focus=1)");
         common::tiny_with(kind, &rule)
     };
-    let focused = kinds
-        .into_iter()
-        .flat_map(|kind| [common::with_mix(&focus(kind, 8)), focus(kind, 1)]);
+    let focused = kinds.into_iter().flat_map(|kind| {
+        [
+            focus(kind, 8).edit(FOURTH_MIX, None).unwrap(),
+            focus(kind, 1),
+        ]
+    });
     kinds
         .into_iter()
         .flat_map(common::modes)
         .chain(classic)
         .chain(second)
         .chain(third)
+        .chain(fourth)
         .chain(current)
         .chain(focused)
         .map(|r| (golden_name(&r), r))
@@ -93,7 +101,11 @@ fn golden_name(r: &Recipe) -> String {
         .mix
         .is_some_and(|m| m.fin || m.words || m.decay || m.nmap || m.ways);
     let fourth = r.mix.is_some_and(|m| m.record >= 2);
+    let fifth = r
+        .mix
+        .is_some_and(|m| m.indirect || m.columns || m.second || m.runs);
     let suffix = match (later, third, fourth) {
+        _ if fifth => "5",
         (_, _, true) => "4",
         (_, true, false) => "3",
         (true, false, false) => "2",

@@ -48,6 +48,8 @@ fn every_configuration_of_the_stage_round_trips() {
         "mix:orders=3,word=1,sparse=0,match=0,sse=0,table=12,ext=6",
         "mix:orders=1,word=0,sparse=0,match=0,sse=0,table=12,ext=24",
         "mix:orders=6,word=1,sparse=1,match=16,sse=1,table=16,rate=3,ext=31",
+        "mix:orders=3,word=1,sparse=1,match=16,sse=1,table=14,rate=3,ext=480",
+        "mix:orders=6,word=1,sparse=1,match=16,sse=1,table=16,rate=3,ext=511",
     ] {
         let recipe = base.edit(mix, None).unwrap();
         assert_round_trip(&recipe, mix, &data);
@@ -85,7 +87,7 @@ fn the_header_stores_the_stage_and_the_decoder_runs_it() {
             .edit("mix:", None)
             .unwrap()
             .to_text()
-            .contains(",rate=3,conf=1,pword=1,select=1,record=2,ext=31 0..:")
+            .contains(",rate=3,conf=1,pword=1,select=1,record=2,ext=511 0..:")
     );
     let later_text = later.to_text();
     assert!(
@@ -132,7 +134,7 @@ fn stored_recipes_without_the_later_keys_read_as_before() {
     // As a file written then stores it: without the later keys.
     let stored = recipe
         .to_text()
-        .replace(",conf=1,pword=1,select=1,record=2,ext=31", "");
+        .replace(",conf=1,pword=1,select=1,record=2,ext=511", "");
     assert!(stored.contains(" mix:orders=4,word=1,sparse=0,match=14,sse=1,table=14,rate=7 0..:"));
     let back = lmzip::recipe::Recipe::parse(&stored).unwrap();
     let mix = back.mix.unwrap();
@@ -144,6 +146,10 @@ fn stored_recipes_without_the_later_keys_read_as_before() {
         (mix.fin, mix.words, mix.decay, mix.nmap, mix.ways),
         (false, false, false, false, false)
     );
+    assert_eq!(
+        (mix.indirect, mix.columns, mix.second, mix.runs),
+        (false, false, false, false)
+    );
     let without_rate = stored.replace(",rate=7", "");
     let err = lmzip::recipe::Recipe::parse(&without_rate).unwrap_err();
     assert!(err.to_string().contains("gives every key"), "{err}");
@@ -154,14 +160,14 @@ fn stored_recipes_without_the_later_keys_read_as_before() {
 fn a_header_with_absurd_values_of_the_later_keys_is_refused() {
     let recipe = with_mix(&tiny(ModelKind::Mamba1, None, 1));
     let packed = compress_bytes(&recipe, &text(300)).unwrap();
-    for bad in ["ext=32", "ext=99"] {
-        let text = recipe.to_text().replace("ext=31", bad);
+    for bad in ["ext=512", "ext=999"] {
+        let text = recipe.to_text().replace("ext=511", bad);
         let err = lmzip::recipe::Recipe::parse(&text).unwrap_err().to_string();
         assert!(err.contains("out of range"), "{bad}: {err}");
         // The same in a file's header: the decoder refuses it before running anything.
-        let at = packed.windows(6).position(|w| w == b"ext=31").unwrap();
+        let at = packed.windows(7).position(|w| w == b"ext=511").unwrap();
         let mut file = packed.clone();
-        file[at..at + 6].copy_from_slice(bad.as_bytes());
+        file[at..at + 7].copy_from_slice(bad.as_bytes());
         assert!(lmzip::codec::decompress_bytes(&file).is_err(), "{bad}");
     }
 }

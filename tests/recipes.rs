@@ -246,7 +246,7 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
         1u32..=64,
     );
     let later = (any::<bool>(), any::<bool>(), any::<bool>(), 0u32..=2);
-    let third = 0u32..=31;
+    let third = 0u32..=511;
     proptest::option::of((first, later, third).prop_map(
         |(
             (orders, word, sparse, matcher, sse, table, rate),
@@ -270,6 +270,10 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
                 decay: ext & 4 != 0,
                 nmap: ext & 8 != 0,
                 ways: ext & 16 != 0,
+                indirect: ext & 32 != 0,
+                columns: ext & 64 != 0,
+                second: ext & 128 != 0,
+                runs: ext & 256 != 0,
             }
         },
     ))

@@ -287,10 +287,10 @@ impl MixSpec {
         decay: true,
         nmap: true,
         ways: true,
-        indirect: false,
-        columns: false,
-        second: false,
-        runs: false,
+        indirect: true,
+        columns: true,
+        second: true,
+        runs: true,
     };
 
     /// `self` with every key that has an implicit value ([`MixKey::implicit`]) set to it: the
