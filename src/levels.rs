@@ -71,9 +71,10 @@ macro_rules! train_fast_ends {
 /// network and the stage's tables (memory, cache misses), and the slow ones grow the network,
 /// where depth bought more ratio per parameter than width. Mamba-1's small levels keep half
 /// the SSM state (8), which measured the same ratio as 16 for half the scan's work. Every
-/// Mamba-1 level convolves over the last 8 positions rather than the model's 4: with the stage, 0.65% fewer bytes over twelve files of
-/// eight kinds at the default (tables and binaries 0.1–7%, text and source within ±0.1%), at
-/// no measurable cost in time (docs/experiments.md, "Convolution width").
+/// Mamba-1 level convolves over the last 8 positions rather than the model's 4: with the
+/// stage, 0.65% fewer bytes over twelve files of eight kinds at the default (tables and
+/// binaries 0.1–7%, text and source within ±0.1%), at no measurable cost in time
+/// (docs/experiments.md, "Convolution width").
 pub const LEVELS: [Level; MAX_LEVEL as usize] = [
     Level {
         mamba1: concat!(
