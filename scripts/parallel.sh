@@ -6,7 +6,7 @@
 #
 # Usage: scripts/parallel.sh [options] [INPUT] > OUTPUT.lmz
 #   -b SIZE     block size given to parallel --block (default 1M; e.g. 256k, 4M). Each block is
-#               compressed from the recipe's start, so small blocks cost ratio (README, "Blocks").
+#               compressed from the recipe's start, so small blocks cost ratio (docs/guide.md, "Blocks").
 #   -j N        jobs per host (default: one per core)
 #   -S LOGINS   comma-separated --sshlogin list for other hosts (":" is this machine); lmzip
 #               must be installed under the same name on every host

@@ -26,9 +26,10 @@ pub struct Level {
 /// over t steps, and TBPTT windows growing from 4 to 16 bytes (docs/recipes.md). Measured
 /// against plain Adam (β1 0.9, β2 0.999, ε 1e-8) at half the rate, fixed 16-byte windows: with
 /// the network alone at level 5, 7.7% fewer bytes over prefixes of six files of five kinds, each
-/// smaller (README, "Levels"). The live state is carried on after each update (`state=carry`)
-/// rather than rebuilt by a second forward pass: the same ratio with the mixing stage, measured
-/// on six files of five kinds, for about a fifth less of the network's time.
+/// smaller (docs/experiments.md, "Training schedules"). The live state is carried on after each
+/// update (`state=carry`) rather than rebuilt by a second forward pass: the same ratio with the
+/// mixing stage, measured on six files of five kinds, for about a fifth less of the network's
+/// time.
 /// Each byte's loss weighs by the bits the coder spent on it (`focus=1`: full weight from one
 /// bit on, at least 0.2): with the stage, 0.29% fewer bytes over five files of four kinds at
 /// the default (every file smaller; enwik6 −0.33%, obj2 −0.65%), 0.37% at level 1, for no
@@ -66,13 +67,14 @@ macro_rules! train_fast_ends {
 /// Levels 1 to 9, fastest first. Every level mixes the network with the context statistics of
 /// the mixing stage (src/mix), which carries most of the ratio: with it, a 64-wide one-block
 /// network comes within 0.5% of a 128-wide three-block one on book1 at a fifth of the time
-/// (README, "Levels"). So the fast levels shrink the network and the stage's tables (memory,
-/// cache misses), and the slow ones grow the network, where depth bought more ratio per
-/// parameter than width. Mamba-1's small levels keep half the SSM state (8), which measured
-/// the same ratio as 16 for half the scan's work. Every Mamba-1 level convolves over the last 8
-/// positions rather than the model's 4: with the stage, 0.65% fewer bytes over twelve files of
-/// eight kinds at the default (tables and binaries 0.1–7%, text and source within ±0.1%), at
-/// no measurable cost in time (docs/experiments.md, "Convolution width").
+/// (docs/experiments.md, "Levels as measured until 2026-12-02"). So the fast levels shrink the
+/// network and the stage's tables (memory, cache misses), and the slow ones grow the network,
+/// where depth bought more ratio per parameter than width. Mamba-1's small levels keep half
+/// the SSM state (8), which measured the same ratio as 16 for half the scan's work. Every
+/// Mamba-1 level convolves over the last 8 positions rather than the model's 4: with the
+/// stage, 0.65% fewer bytes over twelve files of eight kinds at the default (tables and
+/// binaries 0.1–7%, text and source within ±0.1%), at no measurable cost in time
+/// (docs/experiments.md, "Convolution width").
 pub const LEVELS: [Level; MAX_LEVEL as usize] = [
     Level {
         mamba1: concat!(

@@ -1,5 +1,5 @@
 //! What a saved model holds besides its weights, so that a run can resume exactly where the
-//! saving run stopped (docs/recipes.md, "Model files"). All of it lives under the `lmzip.`
+//! saving run stopped (docs/guide.md, "Model files"). All of it lives under the `lmzip.`
 //! prefix, beside the weights in their native layout:
 //!
 //! | name | kind | what |

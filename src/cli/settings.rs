@@ -539,7 +539,7 @@ fn compress_job(a: CompressArgs) -> Result<(Job, InputArgs, Option<PathBuf>, usi
 /// machine, idle otherwise, is one at every level measured. Two threads (medians of three runs,
 /// 100 KB of book1, compressing) took 1.04× the wall time of one at level 4 and 0.95× at level
 /// 6, for 1.9–2.1× the CPU; on whole book1 the default ran at 0.98× the speed compressing and
-/// 1.10× decompressing. The per-byte products are too small to pay for the hand-over (README,
+/// 1.10× decompressing. The per-byte products are too small to pay for the hand-over (docs/guide.md,
 /// "Threads"), and a second busy thread only slows other work on the machine.
 const DEFAULT_NETWORK_THREADS: usize = 1;
 
