@@ -76,17 +76,18 @@ fn frames_are_cut_where_the_command_line_cuts_them() {
 #[test]
 fn the_library_writes_what_the_command_line_writes() {
     let data = common::related_text(2000, 1);
+    let split = "cfg:hidden=24 0..50%:train() 50%..:infer";
+    let len = data.len().to_string();
     for (args, options) in [
         (&["-1"][..], Options::new().level(1)),
         (
             &["-2", "--model", "rwkv7"],
             Options::new().level(2).model(ModelKind::Rwkv7),
         ),
+        // Percent positions: standard input announces its length.
         (
-            &["-1", "--recipe", "cfg:hidden=24 0..50%:train() 50%..:infer"],
-            Options::new()
-                .level(1)
-                .recipe("cfg:hidden=24 0..50%:train() 50%..:infer"),
+            &["-1", "--recipe", split, "--size", &len],
+            Options::new().level(1).recipe(split),
         ),
         (&["-1", "-T", "2"], Options::new().level(1).threads(2)),
     ] {
