@@ -41,12 +41,15 @@
 //! their API may change in any release. The path of a byte: [`predictor`] gives a
 //! distribution over the next byte, [`coder`] spends `-log2 p` bits on the byte that came, the
 //! predictor trains on it ([`train`]) and runs its [`model`] forward. [`codec`] runs that loop
-//! in both directions and [`format`] frames the result; the decoder repeats the encoder's
+//! in both directions and [`format`](mod@format) frames the result; the decoder repeats the encoder's
 //! computation bit for bit (docs/determinism.md).
 
 // The numeric code indexes several arrays by one loop variable, as its formulas do; iterator
 // chains would hide the correspondence.
 #![allow(clippy::needless_range_loop)]
+// The inner modules' docs link to their private items for contributors, who read them with
+// `cargo doc --document-private-items`; the public pages show those names as plain text.
+#![allow(rustdoc::private_intra_doc_links)]
 
 #[warn(missing_docs)]
 mod api;
