@@ -296,6 +296,27 @@ impl MemberEncoder {
         Ok(())
     }
 
+    /// Reads from `input` until the pending frame is full (then codes and writes it) or the
+    /// input ends; returns the bytes read, 0 at the end. What [`MemberEncoder::push`] does,
+    /// without a buffer of the caller's.
+    pub fn read_from(
+        &mut self,
+        input: &mut impl Read,
+        output: &mut impl Write,
+        report: ProgressFn<'_>,
+    ) -> Result<usize> {
+        let have = self.pending.len();
+        self.pending.resize(FRAME_MAX, 0);
+        let read = read_full(input, &mut self.pending[have..]);
+        let n = *read.as_ref().unwrap_or(&0);
+        self.pending.truncate(have + n);
+        read.context("cannot read input")?;
+        if self.pending.len() == FRAME_MAX {
+            self.code_pending(output, report)?;
+        }
+        Ok(n)
+    }
+
     /// Codes the pending input as one frame and writes it.
     fn code_pending(&mut self, output: &mut impl Write, report: ProgressFn<'_>) -> Result<()> {
         let n = self.pending.len();
@@ -365,14 +386,7 @@ pub fn compress(
     report: ProgressFn<'_>,
 ) -> Result<Summary> {
     let mut encoder = MemberEncoder::start(recipe, options, &mut output)?;
-    let mut buf = vec![0u8; FRAME_MAX];
-    loop {
-        let n = read_full(&mut input, &mut buf).context("cannot read input")?;
-        if n == 0 {
-            break;
-        }
-        encoder.push(&buf[..n], &mut output, report)?;
-    }
+    while encoder.read_from(&mut input, &mut output, report)? > 0 {}
     encoder.finish(&mut output, report)
 }
 
@@ -392,7 +406,8 @@ pub struct StreamDecoder<R> {
     model: Option<Vec<u8>>,
     /// The member being decoded, between its header and its trailer.
     member: Option<MemberDecoder>,
-    /// The last frame decoded.
+    /// The last frame decoded, at its start ([`FRAME_MAX`] bytes, allocated once the first
+    /// header has passed its checks: a lying header is refused before anything large).
     buf: Vec<u8>,
     ended: bool,
 }
@@ -473,6 +488,9 @@ impl<R: Read> StreamDecoder<R> {
                 start,
                 &mut self.progress,
             )?);
+            if self.buf.is_empty() {
+                self.buf = vec![0u8; FRAME_MAX];
+            }
             return Ok(None);
         };
         let index = member.frame;
@@ -494,18 +512,18 @@ impl<R: Read> StreamDecoder<R> {
             index,
             why: format!("{e:#}"),
         })?;
-        self.buf.resize(frame.raw_len, 0);
+        let bytes = &mut self.buf[..frame.raw_len];
         code_frame(
             member.predictor.as_mut(),
             &mut member.quantized,
             member.stage.as_mut(),
             Direction::Decode(&mut dec),
-            &mut self.buf,
+            bytes,
             &mut self.progress,
             report,
         )
         .with_context(|| format!("in frame {index}"))?;
-        member.crc.update(&self.buf);
+        member.crc.update(bytes);
         member.frame += 1;
         report(self.progress)?;
         Ok(Some(frame.raw_len))
