@@ -218,219 +218,400 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(filled)
 }
 
-/// Compresses all of `input` into `output` as one `.lmz` stream. The recipe's positions must be
-/// in bytes ([`Recipe::resolve`] turns percent into bytes once the input's length is known).
+/// One member being written, fed in pieces: the model, the pending input of the frame being
+/// filled, and the checks of the trailer. [`compress`] (the CLI) and [`crate::Encoder`] (the
+/// library) both drive it, so they write the same bytes: frames are cut every [`FRAME_MAX`]
+/// input bytes whatever the pieces were.
+pub struct MemberEncoder {
+    recipe: Recipe,
+    predictor: Box<dyn BytePredictor>,
+    stage: Option<Stage>,
+    quantized: QuantizedPdf,
+    /// Input of the frame being filled (fewer than [`FRAME_MAX`] bytes between calls).
+    pending: Vec<u8>,
+    crc: crc32fast::Hasher,
+    progress: Progress,
+    /// Bytes written so far, header included.
+    written: u64,
+    expected_len: Option<u64>,
+    save_model: bool,
+}
+
+impl MemberEncoder {
+    /// Checks the recipe, builds its model and writes the member's header. The recipe's
+    /// positions must be in bytes ([`Recipe::resolve`] turns percent into bytes once the
+    /// input's length is known).
+    pub fn start(recipe: &Recipe, options: &Options<'_>, output: &mut impl Write) -> Result<Self> {
+        recipe.validate()?;
+        if !recipe.is_resolved() {
+            return Err(crate::recipe::UnresolvedPercent.into());
+        }
+        let text = recipe.to_text();
+        if text.len() > format::RECIPE_MAX {
+            anyhow::bail!(
+                "the recipe's text is {} bytes long; a header holds at most {}",
+                text.len(),
+                format::RECIPE_MAX
+            );
+        }
+        let predictor = predictor::build(recipe, options.weights)?;
+        let stage = recipe.mix.as_ref().map(Stage::new).transpose()?;
+        let mut out = Counting {
+            inner: output,
+            count: 0,
+        };
+        format::write_header(&mut out, &text).context("cannot write output")?;
+        Ok(MemberEncoder {
+            recipe: recipe.clone(),
+            predictor,
+            stage,
+            quantized: QuantizedPdf::new(),
+            pending: Vec::with_capacity(FRAME_MAX),
+            crc: crc32fast::Hasher::new(),
+            progress: Progress {
+                container_bytes: header_bytes(text.len()) + END_BYTES,
+                ..Progress::default()
+            },
+            written: out.count,
+            expected_len: options.expected_len,
+            save_model: options.save_model,
+        })
+    }
+
+    /// Takes the next input bytes; codes and writes every frame they complete.
+    pub fn push(
+        &mut self,
+        mut data: &[u8],
+        output: &mut impl Write,
+        report: ProgressFn<'_>,
+    ) -> Result<()> {
+        while !data.is_empty() {
+            let n = (FRAME_MAX - self.pending.len()).min(data.len());
+            self.pending.extend_from_slice(&data[..n]);
+            data = &data[n..];
+            if self.pending.len() == FRAME_MAX {
+                self.code_pending(output, report)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads from `input` until the pending frame is full (then codes and writes it) or the
+    /// input ends; returns the bytes read, 0 at the end. What [`MemberEncoder::push`] does,
+    /// without a buffer of the caller's.
+    pub fn read_from(
+        &mut self,
+        input: &mut impl Read,
+        output: &mut impl Write,
+        report: ProgressFn<'_>,
+    ) -> Result<usize> {
+        let have = self.pending.len();
+        self.pending.resize(FRAME_MAX, 0);
+        let read = read_full(input, &mut self.pending[have..]);
+        let n = *read.as_ref().unwrap_or(&0);
+        self.pending.truncate(have + n);
+        read.context("cannot read input")?;
+        if self.pending.len() == FRAME_MAX {
+            self.code_pending(output, report)?;
+        }
+        Ok(n)
+    }
+
+    /// Codes the pending input as one frame and writes it.
+    fn code_pending(&mut self, output: &mut impl Write, report: ProgressFn<'_>) -> Result<()> {
+        let n = self.pending.len();
+        self.progress.container_bytes += FRAME_OVERHEAD_BYTES;
+        self.crc.update(&self.pending);
+        let mut enc = Encoder::new();
+        code_frame(
+            self.predictor.as_mut(),
+            &mut self.quantized,
+            self.stage.as_mut(),
+            Direction::Encode(&mut enc),
+            &mut self.pending,
+            &mut self.progress,
+            report,
+        )?;
+        let mut out = Counting {
+            inner: output,
+            count: 0,
+        };
+        format::write_frame(&mut out, n, &enc.finish()).context("cannot write output")?;
+        self.written += out.count;
+        self.pending.clear();
+        report(self.progress)
+    }
+
+    /// Codes what is pending, writes the end marker and the trailer, and flushes.
+    pub fn finish(mut self, output: &mut impl Write, report: ProgressFn<'_>) -> Result<Summary> {
+        if !self.pending.is_empty() {
+            self.code_pending(output, report)?;
+        }
+        let len = self.progress.bytes;
+        if let Some(expected) = self.expected_len
+            && expected != len
+        {
+            anyhow::bail!("the input was {len} bytes long, not the {expected} announced");
+        }
+        let mut out = Counting {
+            inner: output,
+            count: 0,
+        };
+        format::write_end(&mut out, len, self.crc.clone().finalize())
+            .context("cannot write output")?;
+        out.flush().context("cannot write output")?;
+        self.written += out.count;
+        let model = saved_model(self.predictor.as_ref(), self.save_model)?;
+        Ok(Summary {
+            raw_bytes: len,
+            lmz_bytes: self.written,
+            model,
+            members: vec![Member {
+                raw_bytes: len,
+                lmz_bytes: self.written,
+                starts_from_file: matches!(self.recipe.base, crate::recipe::Base::File { .. }),
+            }],
+            recipe: self.recipe,
+        })
+    }
+}
+
+/// Compresses all of `input` into `output` as one `.lmz` stream, through a [`MemberEncoder`].
+/// The recipe's positions must be in bytes.
 pub fn compress(
     recipe: &Recipe,
     options: &Options<'_>,
     mut input: impl Read,
-    output: impl Write,
+    mut output: impl Write,
     report: ProgressFn<'_>,
 ) -> Result<Summary> {
-    recipe.validate()?;
-    if !recipe.is_resolved() {
-        return Err(crate::recipe::UnresolvedPercent.into());
-    }
-    let text = recipe.to_text();
-    if text.len() > format::RECIPE_MAX {
-        anyhow::bail!(
-            "the recipe's text is {} bytes long; a header holds at most {}",
-            text.len(),
-            format::RECIPE_MAX
-        );
-    }
-    let mut out = Counting {
-        inner: output,
-        count: 0,
-    };
-    let mut predictor = predictor::build(recipe, options.weights)?;
-    let mut stage = recipe.mix.as_ref().map(Stage::new).transpose()?;
-    format::write_header(&mut out, &text).context("cannot write output")?;
-    let mut quantized = QuantizedPdf::new();
-    let mut buf = vec![0u8; FRAME_MAX];
-    let mut crc = crc32fast::Hasher::new();
-    let mut progress = Progress {
-        container_bytes: header_bytes(text.len()) + END_BYTES,
-        ..Progress::default()
-    };
-    loop {
-        let n = read_full(&mut input, &mut buf).context("cannot read input")?;
-        if n == 0 {
-            break;
-        }
-        progress.container_bytes += FRAME_OVERHEAD_BYTES;
-        crc.update(&buf[..n]);
-        let mut enc = Encoder::new();
-        code_frame(
-            predictor.as_mut(),
-            &mut quantized,
-            stage.as_mut(),
-            Direction::Encode(&mut enc),
-            &mut buf[..n],
-            &mut progress,
-            report,
-        )?;
-        format::write_frame(&mut out, n, &enc.finish()).context("cannot write output")?;
-        report(progress)?;
-    }
-    if let Some(expected) = options.expected_len
-        && expected != progress.bytes
-    {
-        anyhow::bail!(
-            "the input was {} bytes long, not the {expected} announced",
-            progress.bytes
-        );
-    }
-    format::write_end(&mut out, progress.bytes, crc.finalize()).context("cannot write output")?;
-    out.flush().context("cannot write output")?;
-    let model = saved_model(predictor.as_ref(), options)?;
-    Ok(Summary {
-        recipe: recipe.clone(),
-        raw_bytes: progress.bytes,
-        lmz_bytes: out.count,
-        model,
-        members: vec![Member {
-            raw_bytes: progress.bytes,
-            lmz_bytes: out.count,
-            starts_from_file: matches!(recipe.base, crate::recipe::Base::File { .. }),
-        }],
-    })
+    let mut encoder = MemberEncoder::start(recipe, options, &mut output)?;
+    while encoder.read_from(&mut input, &mut output, report)? > 0 {}
+    encoder.finish(&mut output, report)
 }
 
-fn saved_model(predictor: &dyn BytePredictor, options: &Options<'_>) -> Result<Option<Vec<u8>>> {
-    options
-        .save_model
-        .then(|| predictor.save().context("cannot save the model"))
+fn saved_model(predictor: &dyn BytePredictor, save: bool) -> Result<Option<Vec<u8>>> {
+    save.then(|| predictor.save().context("cannot save the model"))
         .transpose()
 }
 
-/// Decompresses a `.lmz` stream — one member or several, one after another — from `input` into
-/// `output`, checking every member's length and CRC32. Output is written frame by frame; on
-/// error, what was written must be discarded (the CLI writes to a temporary file and removes
-/// it). An error in a member after the first names it (counted from 1).
-pub fn decompress(
-    options: &Options<'_>,
-    input: impl Read,
-    output: impl Write,
-    report: ProgressFn<'_>,
-) -> Result<Summary> {
-    let mut input = CountingReader {
-        inner: input,
-        count: 0,
-    };
-    let mut output = output;
-    let mut progress = Progress::default();
-    let mut members: Vec<Member> = Vec::new();
-    let mut first: Option<Recipe> = None;
-    let mut model = None;
-    loop {
-        let number = members.len() + 1;
-        let start = (input.count, progress.bytes);
-        let decoded = if number == 1 {
-            let header = format::read_header(&mut input)?;
-            decompress_member(
-                options,
-                header,
-                &mut input,
-                &mut output,
-                &mut progress,
-                report,
-            )?
-        } else {
-            let in_member = || format!("member {number} (at byte {})", start.0);
-            let Some(header) = format::read_next_header(&mut input).with_context(in_member)? else {
-                break;
-            };
-            decompress_member(
-                options,
-                header,
-                &mut input,
-                &mut output,
-                &mut progress,
-                report,
-            )
-            .with_context(in_member)?
-        };
-        let (recipe, member_model) = decoded;
-        members.push(Member {
-            raw_bytes: progress.bytes - start.1,
-            lmz_bytes: input.count - start.0,
-            starts_from_file: matches!(recipe.base, crate::recipe::Base::File { .. }),
-        });
-        first.get_or_insert(recipe);
-        model = member_model;
-    }
-    output.flush().context("cannot write output")?;
-    Ok(Summary {
-        recipe: first.expect("the first member is decoded or its error returned"),
-        raw_bytes: progress.bytes,
-        lmz_bytes: input.count,
-        model,
-        members,
-    })
+/// A `.lmz` stream being read — one member or several, one after another — a frame at a
+/// time, checking every member's length and CRC32. [`decompress`] (the CLI) and
+/// [`crate::Decoder`] (the library) both drive it.
+pub struct StreamDecoder<R> {
+    input: CountingReader<R>,
+    progress: Progress,
+    members: Vec<Member>,
+    first: Option<Recipe>,
+    model: Option<Vec<u8>>,
+    /// The member being decoded, between its header and its trailer.
+    member: Option<MemberDecoder>,
+    /// The last frame decoded, at its start ([`FRAME_MAX`] bytes, allocated once the first
+    /// header has passed its checks: a lying header is refused before anything large).
+    buf: Vec<u8>,
+    ended: bool,
 }
 
-/// Decodes one member whose header is read: its frames into `output`, then its trailer's
-/// checks. Returns the member's recipe and, when asked for, the model it ended with.
-fn decompress_member(
-    options: &Options<'_>,
-    header: format::Header,
-    input: &mut impl Read,
-    output: &mut impl Write,
-    progress: &mut Progress,
-    report: ProgressFn<'_>,
-) -> Result<(Recipe, Option<Vec<u8>>)> {
-    format::check_numerics(&header)?;
-    let recipe = read_recipe(&header)?;
-    let mut predictor = predictor::build(&recipe, options.weights)?;
-    let mut stage = recipe.mix.as_ref().map(Stage::new).transpose()?;
-    let mut quantized = QuantizedPdf::new();
-    let mut buf = vec![0u8; FRAME_MAX];
-    let mut crc = crc32fast::Hasher::new();
-    let member_start = progress.bytes;
-    progress.container_bytes += header_bytes(header.recipe.len()) + END_BYTES;
-    let mut index = 0u64;
-    while let Some(frame) = format::read_frame(input, index)? {
-        progress.container_bytes += FRAME_OVERHEAD_BYTES;
+/// A member whose header is read.
+struct MemberDecoder {
+    recipe: Recipe,
+    predictor: Box<dyn BytePredictor>,
+    stage: Option<Stage>,
+    quantized: QuantizedPdf,
+    crc: crc32fast::Hasher,
+    /// Its next frame's index.
+    frame: u64,
+    /// Where it starts: in the stream, and in the output.
+    start: (u64, u64),
+}
+
+impl<R: Read> StreamDecoder<R> {
+    /// A decoder that has read nothing yet.
+    pub fn new(input: R) -> Self {
+        StreamDecoder {
+            input: CountingReader {
+                inner: input,
+                count: 0,
+            },
+            progress: Progress::default(),
+            members: Vec::new(),
+            first: None,
+            model: None,
+            member: None,
+            buf: Vec::new(),
+            ended: false,
+        }
+    }
+
+    /// Decodes the stream's next frame and returns its bytes; `None` once the last member's
+    /// trailer is checked and the input ends. A frame's bytes come before its member's checks:
+    /// on an error, what was returned before must be discarded. An error in a member after the
+    /// first names it (counted from 1).
+    pub fn next_frame(
+        &mut self,
+        options: &Options<'_>,
+        report: ProgressFn<'_>,
+    ) -> Result<Option<&[u8]>> {
+        while !self.ended {
+            let number = self.members.len() + 1;
+            let at = self.member.as_ref().map_or(self.input.count, |m| m.start.0);
+            let in_member = || format!("member {number} (at byte {at})");
+            let step = if number == 1 {
+                self.step(options, report)
+            } else {
+                self.step(options, report).with_context(in_member)
+            };
+            if let Some(len) = step? {
+                return Ok(Some(&self.buf[..len]));
+            }
+        }
+        Ok(None)
+    }
+
+    /// One step of the stream: a member's header, one of its frames (returning its length), or
+    /// its trailer.
+    fn step(&mut self, options: &Options<'_>, report: ProgressFn<'_>) -> Result<Option<usize>> {
+        let Some(member) = self.member.as_mut() else {
+            let start = (self.input.count, self.progress.bytes);
+            let header = if self.members.is_empty() {
+                format::read_header(&mut self.input)?
+            } else {
+                let Some(header) = format::read_next_header(&mut self.input)? else {
+                    self.ended = true;
+                    return Ok(None);
+                };
+                header
+            };
+            self.member = Some(MemberDecoder::start(
+                options,
+                header,
+                start,
+                &mut self.progress,
+            )?);
+            if self.buf.is_empty() {
+                self.buf = vec![0u8; FRAME_MAX];
+            }
+            return Ok(None);
+        };
+        let index = member.frame;
+        let Some(frame) = format::read_frame(&mut self.input, index)? else {
+            let member = self.member.take().expect("a member is open");
+            let start = member.start;
+            let (recipe, model) = member.finish(options, &mut self.input, &self.progress)?;
+            self.members.push(Member {
+                raw_bytes: self.progress.bytes - start.1,
+                lmz_bytes: self.input.count - start.0,
+                starts_from_file: matches!(recipe.base, crate::recipe::Base::File { .. }),
+            });
+            self.first.get_or_insert(recipe);
+            self.model = model;
+            return Ok(None);
+        };
+        self.progress.container_bytes += FRAME_OVERHEAD_BYTES;
         let mut dec = Decoder::new(frame.words).map_err(|e| FormatError::BadFrame {
             index,
             why: format!("{e:#}"),
         })?;
-        let bytes = &mut buf[..frame.raw_len];
+        let bytes = &mut self.buf[..frame.raw_len];
         code_frame(
-            predictor.as_mut(),
-            &mut quantized,
-            stage.as_mut(),
+            member.predictor.as_mut(),
+            &mut member.quantized,
+            member.stage.as_mut(),
             Direction::Decode(&mut dec),
             bytes,
-            progress,
+            &mut self.progress,
             report,
         )
         .with_context(|| format!("in frame {index}"))?;
-        crc.update(bytes);
+        member.crc.update(bytes);
+        member.frame += 1;
+        report(self.progress)?;
+        Ok(Some(frame.raw_len))
+    }
+
+    /// What the stream held, once [`StreamDecoder::next_frame`] has returned `None`.
+    pub fn finish(self) -> Summary {
+        Summary {
+            recipe: self
+                .first
+                .expect("the first member is decoded or its error returned"),
+            raw_bytes: self.progress.bytes,
+            lmz_bytes: self.input.count,
+            model: self.model,
+            members: self.members,
+        }
+    }
+}
+
+impl MemberDecoder {
+    /// Checks a member's header and builds its model.
+    fn start(
+        options: &Options<'_>,
+        header: format::Header,
+        start: (u64, u64),
+        progress: &mut Progress,
+    ) -> Result<Self> {
+        format::check_numerics(&header)?;
+        let recipe = read_recipe(&header)?;
+        let predictor = predictor::build(&recipe, options.weights)?;
+        let stage = recipe.mix.as_ref().map(Stage::new).transpose()?;
+        progress.container_bytes += header_bytes(header.recipe.len()) + END_BYTES;
+        Ok(MemberDecoder {
+            recipe,
+            predictor,
+            stage,
+            quantized: QuantizedPdf::new(),
+            crc: crc32fast::Hasher::new(),
+            frame: 0,
+            start,
+        })
+    }
+
+    /// Reads and checks the trailer after the end marker; returns the member's recipe and,
+    /// when asked for, the model it ended with.
+    fn finish(
+        self,
+        options: &Options<'_>,
+        input: &mut impl Read,
+        progress: &Progress,
+    ) -> Result<(Recipe, Option<Vec<u8>>)> {
+        let trailer = format::read_trailer(input)?;
+        let decoded = progress.bytes - self.start.1;
+        if trailer.total_len != decoded {
+            return Err(FormatError::LengthMismatch {
+                trailer: trailer.total_len,
+                decoded,
+            }
+            .into());
+        }
+        let actual = self.crc.finalize();
+        if actual != trailer.crc {
+            return Err(FormatError::ChecksumMismatch {
+                expected: trailer.crc,
+                actual,
+            }
+            .into());
+        }
+        let model = saved_model(self.predictor.as_ref(), options.save_model)?;
+        Ok((self.recipe, model))
+    }
+}
+
+/// Decompresses a `.lmz` stream — one member or several, one after another — from `input` into
+/// `output` through a [`StreamDecoder`]. Output is written frame by frame; on error, what was
+/// written must be discarded (the CLI writes to a temporary file and removes it).
+pub fn decompress(
+    options: &Options<'_>,
+    input: impl Read,
+    mut output: impl Write,
+    report: ProgressFn<'_>,
+) -> Result<Summary> {
+    let mut decoder = StreamDecoder::new(input);
+    while let Some(bytes) = decoder.next_frame(options, report)? {
         output.write_all(bytes).context("cannot write output")?;
-        report(*progress)?;
-        index += 1;
     }
-    let trailer = format::read_trailer(input)?;
-    let decoded = progress.bytes - member_start;
-    if trailer.total_len != decoded {
-        return Err(FormatError::LengthMismatch {
-            trailer: trailer.total_len,
-            decoded,
-        }
-        .into());
-    }
-    let actual = crc.finalize();
-    if actual != trailer.crc {
-        return Err(FormatError::ChecksumMismatch {
-            expected: trailer.crc,
-            actual,
-        }
-        .into());
-    }
-    let model = saved_model(predictor.as_ref(), options)?;
-    Ok((recipe, model))
+    output.flush().context("cannot write output")?;
+    Ok(decoder.finish())
 }
 
 /// The recipe of a header: complete, canonical, in bytes.

@@ -12,6 +12,8 @@ use crate::recipe::{Action, ModelConfig, ModelKind, Recipe, TrainSpec};
 
 /// The level used when none is given.
 pub const DEFAULT_LEVEL: u8 = 3;
+/// The model used when neither the caller, the recipe nor a model file names one.
+pub const DEFAULT_MODEL: ModelKind = ModelKind::Mamba1;
 /// Levels run from 1 to this.
 pub const MAX_LEVEL: u8 = 9;
 

@@ -111,6 +111,11 @@ pub enum Command {
     #[command(visible_alias = "l", args_override_self = true)]
     List(InfoArgs),
 
+    /// Benchmark levels on FILEs: bytes, bits per byte, compress and decompress speed, peak
+    /// memory, every round trip checked (zstd's -b)
+    #[command(args_override_self = true)]
+    Bench(BenchArgs),
+
     /// Print a shell completion script (bash, zsh, fish, elvish or powershell)
     Completions {
         #[arg(value_enum)]
@@ -225,6 +230,38 @@ pub struct InfoArgs {
     /// Files to describe; - means standard input (read whole, then described)
     #[arg(value_name = "FILE", required = true)]
     pub files: Vec<PathBuf>,
+}
+
+/// `lmzip bench`: files × levels, coded in memory.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Files to benchmark (each is read whole into memory)
+    #[arg(value_name = "FILE", required = true)]
+    pub files: Vec<PathBuf>,
+
+    /// First level [default: 3]
+    #[arg(short = 'b', long = "begin", value_name = "N", value_parser = parse_level)]
+    pub begin: Option<u8>,
+
+    /// Last level [default: the first]
+    #[arg(short = 'e', long = "end", value_name = "N", value_parser = parse_level)]
+    pub end: Option<u8>,
+
+    /// Network: mamba1 or rwkv7 [default: mamba1]
+    #[arg(long, value_name = "KIND", value_parser = model_names())]
+    pub model: Option<ModelKind>,
+
+    /// Output: an aligned table, tab-separated values or JSON (one object per run)
+    #[arg(long, value_name = "FORMAT", value_enum, default_value_t = BenchFormat::Text)]
+    pub format: BenchFormat,
+}
+
+/// How `lmzip bench` prints its results.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchFormat {
+    Text,
+    Tsv,
+    Json,
 }
 
 /// Where results go and what happens to the sources; shared by compress and decompress.

@@ -1,5 +1,5 @@
 //! The command-line front end: `lmzip [-z|-d|-t|-l]`, and the commands `compress | decompress |
-//! test | info | list | completions | man`.
+//! test | info | list | bench | completions | man`.
 //!
 //! [`run`] reads the program's name and the level flags ([`argv`]), parses the arguments
 //! ([`args`]), validates them into typed [`settings`] before any file is touched, runs the job
@@ -15,6 +15,7 @@
 
 mod args;
 mod argv;
+mod bench;
 mod blocks;
 mod files;
 mod jobs;
@@ -74,6 +75,16 @@ where
             };
         }
         _ => {}
+    }
+    if let Some(args::Command::Bench(bench_args)) = &cli.command {
+        if let Err(e) = crate::kernels::dispatch::init_from_env() {
+            say(format_args!("lmzip: {e}"));
+            return ExitCode::from(USAGE_STATUS);
+        }
+        progress::set_bars(!cli.talk.no_progress);
+        // A signal stops the run at the next progress report, as for the other jobs.
+        let _ = signals::install();
+        return ExitCode::from(bench::run(bench_args, cli.talk.quiet));
     }
     let settings = match Settings::from_cli(cli) {
         Ok(s) => s,

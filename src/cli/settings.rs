@@ -12,9 +12,6 @@ use crate::modelfile::Weights;
 use crate::params::Scope;
 use crate::recipe::{self, Action, Base, ModelKind, OptimizerKind, Recipe};
 
-/// The model used when neither `--model`, the recipe nor a model file names one.
-pub const DEFAULT_MODEL: ModelKind = ModelKind::Mamba1;
-
 /// How much to say on stderr.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Verbosity {
@@ -182,45 +179,12 @@ impl RecipePlan {
     /// Builds and validates the recipe; `weights` is the loaded model file when the run starts
     /// from one.
     pub fn build(&self, weights: Option<&Weights>) -> Result<Recipe> {
-        let file_base = weights
-            .map(|w| w.base())
-            .transpose()
-            .context("cannot use the model file")?;
-        let from_file = file_base.as_ref().map(|b| b.config().kind());
-        let from_text = self.text.as_deref().and_then(recipe::declared_kind);
-        let mut kind = None;
-        for (source, k) in [
-            ("--model", self.kind),
-            ("the recipe", from_text),
-            ("the model file", from_file),
-        ] {
-            match (kind, k) {
-                (Some((first, k0)), Some(k1)) if k0 != k1 => bail!(
-                    "{first} names {}, but {source} {}",
-                    ModelKind::name(k0),
-                    if source == "the model file" {
-                        format!("holds {}", k1.name())
-                    } else {
-                        format!("names {}", k1.name())
-                    }
-                ),
-                (None, Some(k1)) => kind = Some((source, k1)),
-                _ => {}
-            }
-        }
-        let kind = kind.map_or(DEFAULT_MODEL, |(_, k)| k);
-        let template = levels::recipe(kind, self.level);
-        let mut recipe = match (&self.text, file_base) {
-            (Some(text), file) => template
-                .edit_from_level(text, file.as_ref())
-                .map_err(anyhow::Error::new)
-                .context("--recipe")?,
-            (None, Some(file)) => Recipe {
-                base: file,
-                ..template
-            },
-            (None, None) => template,
+        let names = crate::api::Names {
+            model: "--model",
+            recipe: "--recipe",
         };
+        let mut recipe =
+            crate::api::level_recipe(self.kind, self.level, self.text.as_deref(), weights, names)?;
         self.knobs.apply(&mut recipe)?;
         if let Err(e) = recipe.validate() {
             return Err(match self.knobs.hidden {
@@ -428,8 +392,8 @@ impl Settings {
             }
             Some(Command::Info(a)) => (Job::Info, files_only(a.files), None, 1),
             Some(Command::List(a)) => (Job::List, files_only(a.files), None, 1),
-            Some(Command::Completions { .. } | Command::Man) => {
-                bail!("completions and man are handled before settings")
+            Some(Command::Completions { .. } | Command::Man | Command::Bench(_)) => {
+                bail!("completions, man and bench are handled before settings")
             }
         };
         let suffix = input
@@ -650,6 +614,7 @@ fn name_from_bytes(bytes: &[u8]) -> Result<std::ffi::OsString> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::levels::DEFAULT_MODEL;
     use clap::Parser;
 
     fn settings(args: &[&str]) -> Result<Settings> {

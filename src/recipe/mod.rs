@@ -7,7 +7,7 @@
 //! - [`syntax`]: byte spans, the error that points at one, the cursor and `key=value` lists;
 //! - [`parse`]: the items of a text, each with its span, and complete (header) recipes;
 //! - `edit`: a text applied onto a template, as the command line does;
-//! - [`print`]: the canonical text;
+//! - [`print`](mod@print): the canonical text;
 //! - [`train`]: [`TrainSpec`] and the one table of its keys, with their bounds;
 //! - `tests`: the language's tests and the whole recipe's.
 //!

@@ -1,0 +1,127 @@
+//! [`Encoder`]: compression as a [`Write`]r, and [`compress`], the one call over a slice.
+
+use std::io::{self, Write};
+
+use super::error::{Error, Otherwise, classify};
+use super::options::Options;
+use crate::codec::{self, MemberEncoder};
+use crate::pool::Pool;
+
+/// Compresses what is written to it into `W`, as one lmzip member: the bytes the command
+/// line writes for the same options and input, however the input is cut into writes.
+///
+/// Input is coded a frame (1 MiB) at a time, so up to a frame of input waits in the encoder;
+/// [`Write::flush`] flushes only `W` (cutting a frame early would change the output).
+/// [`Encoder::finish`] codes the rest and writes the trailer: an encoder dropped without it
+/// leaves a truncated stream.
+///
+/// ```
+/// use std::io::Write;
+///
+/// let mut encoder = lmzip::Encoder::new(Vec::new(), &lmzip::Options::new().level(1))?;
+/// encoder.write_all(b"hello, ")?;
+/// encoder.write_all(b"hello")?;
+/// let packed = encoder.finish()?;
+/// assert_eq!(lmzip::decompress(&packed)?, b"hello, hello");
+/// # Ok::<(), lmzip::Error>(())
+/// ```
+pub struct Encoder<W: Write> {
+    output: W,
+    member: Option<MemberEncoder>,
+    pool: Option<Pool>,
+}
+
+impl<W: Write> Encoder<W> {
+    /// Builds the model the options describe and writes the stream's header to `output`.
+    pub fn new(mut output: W, options: &Options) -> Result<Self, Error> {
+        let (recipe, weights) = options.prepare()?;
+        let pool = options.pool()?;
+        let codec_options = codec::Options {
+            weights: weights.as_deref(),
+            save_model: false,
+            expected_len: options.announced_len(),
+        };
+        let member = in_pool(&pool, || {
+            MemberEncoder::start(&recipe, &codec_options, &mut output)
+        })
+        .map_err(|e| classify(e, Otherwise::InvalidOptions))?;
+        Ok(Encoder {
+            output,
+            member: Some(member),
+            pool,
+        })
+    }
+
+    /// Compresses `data`; what [`Write::write_all`] does, with the error typed.
+    pub fn push(&mut self, data: &[u8]) -> Result<(), Error> {
+        let Some(member) = self.member.as_mut() else {
+            return Err(Error::InvalidOptions(
+                "an earlier error stopped this encoder".into(),
+            ));
+        };
+        let output = &mut self.output;
+        let result = in_pool(&self.pool, || member.push(data, output, &mut |_| Ok(())));
+        result.map_err(|e| {
+            // A frame half coded leaves the model between two bytes: nothing more can follow.
+            self.member = None;
+            classify(e, Otherwise::InvalidOptions)
+        })
+    }
+
+    /// Codes what is left, writes the member's trailer, flushes and returns the writer.
+    pub fn finish(mut self) -> Result<W, Error> {
+        let Some(member) = self.member.take() else {
+            return Err(Error::InvalidOptions(
+                "an earlier error stopped this encoder".into(),
+            ));
+        };
+        let output = &mut self.output;
+        in_pool(&self.pool, || member.finish(output, &mut |_| Ok(())))
+            .map_err(|e| classify(e, Otherwise::InvalidOptions))?;
+        Ok(self.output)
+    }
+
+    /// The writer the stream goes to.
+    pub fn get_ref(&self) -> &W {
+        &self.output
+    }
+}
+
+impl<W: Write> Write for Encoder<W> {
+    /// Takes all of `buf` (coding every frame it completes); errors carry an [`Error`]
+    /// (`lmzip::Error::from` recovers it).
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.push(buf)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.output.flush()
+    }
+}
+
+/// Runs `f` with `pool` installed on this thread, if there is one.
+pub(crate) fn in_pool<T>(pool: &Option<Pool>, f: impl FnOnce() -> T) -> T {
+    match pool {
+        Some(pool) => pool.install(f),
+        None => f(),
+    }
+}
+
+/// Compresses `data` in one call; the announced length is `data`'s.
+///
+/// ```
+/// let data = b"to be or not to be";
+/// let packed = lmzip::compress(data, &lmzip::Options::new().level(1))?;
+/// assert_eq!(lmzip::decompress(&packed)?, data);
+/// # Ok::<(), lmzip::Error>(())
+/// ```
+pub fn compress(data: &[u8], options: &Options) -> Result<Vec<u8>, Error> {
+    let options = match options.announced_len() {
+        Some(_) => options.clone(),
+        None => options.clone().size(data.len() as u64),
+    };
+    let mut encoder = Encoder::new(Vec::new(), &options)?;
+    encoder.push(data)?;
+    encoder.finish()
+}
