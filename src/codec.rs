@@ -9,7 +9,8 @@ use std::io::{Read, Write};
 use anyhow::{Context, Result};
 
 use crate::coder::{BitModel, ByteShares, Decoder, Encoder, QuantizedPdf};
-use crate::format::{self, FRAME_MAX, FormatError};
+use crate::compact;
+use crate::format::{self, Body, FRAME_MAX, FormatError};
 use crate::mix::Stage;
 use crate::modelfile::Weights;
 use crate::predictor::{self, BytePredictor};
@@ -21,10 +22,11 @@ use crate::recipe::Recipe;
 pub struct Progress {
     /// Uncompressed bytes done.
     pub bytes: u64,
-    /// Bits the coder has spent on them (the model's cost).
+    /// Bits the coder has spent on them (the model's cost), 8 a byte for frames stored as
+    /// they are.
     pub bits: f64,
-    /// Bytes of the stream besides the coded words: headers, frame lengths and checksums, end
-    /// markers and trailers, counted from the start of each member.
+    /// Bytes of the stream besides the coded words and stored bytes: headers, frame lengths and
+    /// checksums, end markers and trailers, counted as each is written or read.
     pub container_bytes: u64,
 }
 
@@ -46,16 +48,6 @@ impl Progress {
             (self.bits + 8.0 * self.container_bytes as f64) / self.bytes as f64
         }
     }
-}
-
-/// Bytes of a member besides its header and coded words: end marker and trailer.
-const END_BYTES: u64 = 16;
-/// Bytes of a frame besides its coded words: two lengths and a CRC32.
-const FRAME_OVERHEAD_BYTES: u64 = 12;
-
-/// Bytes of a header holding a recipe of `recipe_len` bytes.
-fn header_bytes(recipe_len: usize) -> u64 {
-    16 + recipe_len as u64
 }
 
 /// Bytes between progress reports.
@@ -139,6 +131,9 @@ impl<R: Read> Read for CountingReader<R> {
 enum Direction<'a> {
     Encode(&'a mut Encoder),
     Decode(&'a mut Decoder),
+    /// The bytes of a stored frame: the model sees and learns them as the encoder's did, and
+    /// nothing is coded.
+    Replay,
 }
 
 /// Codes the bytes of one frame: `bytes` is read when encoding and filled when decoding.
@@ -168,6 +163,7 @@ fn code_frame(
                         bit
                     }
                     Direction::Decode(dec) => dec.decode_bit(&model)?,
+                    Direction::Replay => (*slot >> (7 - k)) & 1 == 1,
                 };
                 shares.push(&model, bit);
                 stage.update(bit as u32);
@@ -192,6 +188,7 @@ fn code_frame(
                 *slot = dec.decode(quantized)?;
                 *slot
             }
+            Direction::Replay => *slot,
         };
         let coded_bits = quantized.cost_bits(byte);
         progress.bits += coded_bits;
@@ -231,11 +228,11 @@ pub fn compress(
     if !recipe.is_resolved() {
         return Err(crate::recipe::UnresolvedPercent.into());
     }
-    let text = recipe.to_text();
-    if text.len() > format::RECIPE_MAX {
+    let stored = compact::store(recipe);
+    if stored.text().len() > format::RECIPE_MAX {
         anyhow::bail!(
             "the recipe's text is {} bytes long; a header holds at most {}",
-            text.len(),
+            stored.text().len(),
             format::RECIPE_MAX
         );
     }
@@ -245,12 +242,12 @@ pub fn compress(
     };
     let mut predictor = predictor::build(recipe, options.weights)?;
     let mut stage = recipe.mix.as_ref().map(Stage::new).transpose()?;
-    format::write_header(&mut out, &text).context("cannot write output")?;
+    let header_len = format::write_header(&mut out, &stored).context("cannot write output")?;
     let mut quantized = QuantizedPdf::new();
     let mut buf = vec![0u8; FRAME_MAX];
     let mut crc = crc32fast::Hasher::new();
     let mut progress = Progress {
-        container_bytes: header_bytes(text.len()) + END_BYTES,
+        container_bytes: header_len,
         ..Progress::default()
     };
     loop {
@@ -258,8 +255,8 @@ pub fn compress(
         if n == 0 {
             break;
         }
-        progress.container_bytes += FRAME_OVERHEAD_BYTES;
         crc.update(&buf[..n]);
+        let bits_before = progress.bits;
         let mut enc = Encoder::new();
         code_frame(
             predictor.as_mut(),
@@ -270,7 +267,12 @@ pub fn compress(
             &mut progress,
             report,
         )?;
-        format::write_frame(&mut out, n, &enc.finish()).context("cannot write output")?;
+        let body = frame_body(enc.finish(), &buf[..n]);
+        if matches!(body, Body::Stored(_)) {
+            progress.bits = bits_before + 8.0 * n as f64;
+        }
+        let len = format::write_frame(&mut out, n, &body).context("cannot write output")?;
+        progress.container_bytes += len - body.payload_len() as u64;
         report(progress)?;
     }
     if let Some(expected) = options.expected_len
@@ -281,7 +283,8 @@ pub fn compress(
             progress.bytes
         );
     }
-    format::write_end(&mut out, progress.bytes, crc.finalize()).context("cannot write output")?;
+    progress.container_bytes += format::write_end(&mut out, progress.bytes, crc.finalize())
+        .context("cannot write output")?;
     out.flush().context("cannot write output")?;
     let model = saved_model(predictor.as_ref(), options)?;
     Ok(Summary {
@@ -295,6 +298,45 @@ pub fn compress(
             starts_from_file: matches!(recipe.base, crate::recipe::Base::File { .. }),
         }],
     })
+}
+
+/// The range coder's words of every frame of `data`, whether or not the container would store
+/// the frame as it is: the encoder's computation without its container, which stays the same
+/// across format versions for one numerics version (tests/golden_files.rs compares it with
+/// files of format version 1).
+pub fn frame_words(recipe: &Recipe, options: &Options<'_>, data: &[u8]) -> Result<Vec<Vec<u32>>> {
+    recipe.validate()?;
+    let mut predictor = predictor::build(recipe, options.weights)?;
+    let mut stage = recipe.mix.as_ref().map(Stage::new).transpose()?;
+    let mut quantized = QuantizedPdf::new();
+    let mut progress = Progress::default();
+    let mut frames = Vec::new();
+    for chunk in data.chunks(FRAME_MAX) {
+        let mut bytes = chunk.to_vec();
+        let mut enc = Encoder::new();
+        code_frame(
+            predictor.as_mut(),
+            &mut quantized,
+            stage.as_mut(),
+            Direction::Encode(&mut enc),
+            &mut bytes,
+            &mut progress,
+            &mut |_| Ok(()),
+        )?;
+        frames.push(enc.finish());
+    }
+    Ok(frames)
+}
+
+/// What a frame holds: the coder's words, or the input itself when the words would take more
+/// bytes (incompressible data, or a model that has not learnt yet). The model has learnt the
+/// bytes either way, and the decoder replays a stored frame through it, so both stay in step.
+fn frame_body(words: Vec<u32>, bytes: &[u8]) -> Body {
+    let coded = format::coded_frame_len(bytes.len(), words.len());
+    match coded > format::stored_frame_len(bytes.len()) {
+        true => Body::Stored(bytes.to_vec()),
+        false => Body::Coded(words),
+    }
 }
 
 fn saved_model(predictor: &dyn BytePredictor, options: &Options<'_>) -> Result<Option<Vec<u8>>> {
@@ -382,37 +424,58 @@ fn decompress_member(
 ) -> Result<(Recipe, Option<Vec<u8>>)> {
     format::check_numerics(&header)?;
     let recipe = read_recipe(&header)?;
+    let version = header.format_version;
     let mut predictor = predictor::build(&recipe, options.weights)?;
     let mut stage = recipe.mix.as_ref().map(Stage::new).transpose()?;
     let mut quantized = QuantizedPdf::new();
     let mut buf = vec![0u8; FRAME_MAX];
     let mut crc = crc32fast::Hasher::new();
     let member_start = progress.bytes;
-    progress.container_bytes += header_bytes(header.recipe.len()) + END_BYTES;
+    progress.container_bytes += header.len;
     let mut index = 0u64;
-    while let Some(frame) = format::read_frame(input, index)? {
-        progress.container_bytes += FRAME_OVERHEAD_BYTES;
-        let mut dec = Decoder::new(frame.words).map_err(|e| FormatError::BadFrame {
-            index,
-            why: format!("{e:#}"),
-        })?;
+    while let Some(frame) = format::read_frame(input, version, index)? {
         let bytes = &mut buf[..frame.raw_len];
+        let bits_before = progress.bits;
+        let mut dec = None;
+        let direction = match frame.body {
+            Body::Coded(words) => {
+                progress.container_bytes += format::coded_frame_len(bytes.len(), words.len())
+                    as u64
+                    - 4 * words.len() as u64;
+                let d = Decoder::new(words).map_err(|e| FormatError::BadFrame {
+                    index,
+                    why: format!("{e:#}"),
+                })?;
+                Direction::Decode(dec.insert(d))
+            }
+            Body::Stored(stored) => {
+                progress.container_bytes +=
+                    (format::stored_frame_len(bytes.len()) - bytes.len()) as u64;
+                bytes.copy_from_slice(&stored);
+                Direction::Replay
+            }
+        };
+        let replay = matches!(direction, Direction::Replay);
         code_frame(
             predictor.as_mut(),
             &mut quantized,
             stage.as_mut(),
-            Direction::Decode(&mut dec),
+            direction,
             bytes,
             progress,
             report,
         )
         .with_context(|| format!("in frame {index}"))?;
+        if replay {
+            progress.bits = bits_before + 8.0 * bytes.len() as f64;
+        }
         crc.update(bytes);
         output.write_all(bytes).context("cannot write output")?;
         report(*progress)?;
         index += 1;
     }
-    let trailer = format::read_trailer(input)?;
+    let trailer = format::read_trailer(input, version)?;
+    progress.container_bytes += 1 + trailer.len;
     let decoded = progress.bytes - member_start;
     if trailer.total_len != decoded {
         return Err(FormatError::LengthMismatch {
@@ -433,16 +496,10 @@ fn decompress_member(
     Ok((recipe, model))
 }
 
-/// The recipe of a header: complete, canonical, in bytes.
+/// The recipe of a header: complete, canonical, in bytes (expanded from its level when the
+/// header stores one).
 pub fn read_recipe(header: &format::Header) -> Result<Recipe, FormatError> {
-    let recipe = Recipe::parse(&header.recipe)
-        .map_err(|e| FormatError::BadHeader(format!("recipe: {e}")))?;
-    if !recipe.is_resolved() {
-        return Err(FormatError::BadHeader(
-            "recipe: a stored recipe has its positions in bytes".into(),
-        ));
-    }
-    Ok(recipe)
+    compact::expand(&header.recipe)
 }
 
 /// Compresses a byte slice in memory (tests, benchmarks).

@@ -13,6 +13,7 @@
 pub mod cli;
 pub mod codec;
 pub mod coder;
+pub mod compact;
 pub mod format;
 pub mod kernels;
 pub mod levels;
