@@ -285,6 +285,8 @@ pub fn compress(
     }
     progress.container_bytes += format::write_end(&mut out, progress.bytes, crc.finalize())
         .context("cannot write output")?;
+    // The last report counts the whole stream, as the decoder's does.
+    report(progress)?;
     out.flush().context("cannot write output")?;
     let model = saved_model(predictor.as_ref(), options)?;
     Ok(Summary {
@@ -476,6 +478,7 @@ fn decompress_member(
     }
     let trailer = format::read_trailer(input, version)?;
     progress.container_bytes += 1 + trailer.len;
+    report(*progress)?;
     let decoded = progress.bytes - member_start;
     if trailer.total_len != decoded {
         return Err(FormatError::LengthMismatch {
