@@ -27,9 +27,8 @@ pub fn put(out: &mut Vec<u8>, mut value: u64) {
 
 /// Bytes `value` takes.
 pub fn len(value: u64) -> usize {
-    let mut buf = Vec::with_capacity(MAX_LEN);
-    put(&mut buf, value);
-    buf.len()
+    // Seven bits a byte; zero takes one byte.
+    ((64 - value.leading_zeros()) as usize).div_ceil(7).max(1)
 }
 
 /// Writes `value`.
