@@ -766,7 +766,13 @@ fn describe_recipe(header: &format::Header) -> (String, String) {
             (recipe.to_text(), model_file)
         }
         Err(e) => (
-            format!("{} (not readable by this build: {e})", header.recipe.text()),
+            format!(
+                "{} (not readable by this build: {e})",
+                match &header.recipe {
+                    format::StoredRecipe::Text(text) => text.clone(),
+                    level => compact::describe(level),
+                }
+            ),
             String::new(),
         ),
     }
