@@ -715,6 +715,35 @@ fn info_recipe(dir: &Path, lmz: &str) -> String {
         .to_string()
 }
 
+/// A file made at a level with a flag stores the level and the flag's edit, and `info` shows
+/// the whole recipe expanded from them; `decompress` needs no flag.
+#[test]
+fn info_expands_a_compact_header_to_the_whole_recipe() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    let data = text(500);
+    fs::write(d.join("e"), &data).unwrap();
+    assert_ok(&run(d, &["compress", "-2", "--lr", "0.001", "e"], b""));
+    let out = run(d, &["info", "e.lmz"], b"");
+    assert_ok(&out);
+    let info = String::from_utf8_lossy(&out.stdout);
+    // 18 bytes of a level's header (docs/format.md) and the edit's text.
+    let edit = "0..:train(lr=0.001)";
+    let line = format!(
+        "header:           {} bytes, stored as level 2 with {edit}",
+        18 + edit.len()
+    );
+    assert!(info.contains(&line), "'{line}' not in:\n{info}");
+    let mut expected = lmzip::levels::recipe(ModelKind::Mamba1, 2);
+    for t in expected.train_specs_mut() {
+        t.lr = 0.001;
+    }
+    assert_eq!(info_recipe(d, "e.lmz"), expected.to_text());
+    fs::remove_file(d.join("e")).unwrap();
+    assert_ok(&run(d, &["decompress", "e.lmz"], b""));
+    assert!(fs::read(d.join("e")).unwrap() == data);
+}
+
 #[test]
 fn levels_and_recipes_are_stored_and_decode_without_flags() {
     let dir = TempDir::new().unwrap();
