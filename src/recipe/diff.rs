@@ -15,10 +15,10 @@ impl Recipe {
         if self.kind() != template.kind() || matches!(self.base, Base::File { .. }) {
             return None;
         }
-        let mut items = Vec::new();
-        items.extend(base_edits(&self.base, &template.base));
-        items.extend(mix_edits(self.mix.as_ref(), template.mix.as_ref()));
-        let head = items;
+        let head: Vec<String> = base_edits(&self.base, &template.base)
+            .into_iter()
+            .chain(mix_edits(self.mix.as_ref(), template.mix.as_ref()))
+            .collect();
         // Train keys left out take the template's first training's values; when that does
         // not give the recipe back (a window whose stride follows it, say), every key is given.
         let first = template.actions().find_map(|a| match a {
@@ -47,6 +47,10 @@ impl Recipe {
 
 /// A `cfg:` item with the sizes and seed that differ, or nothing.
 fn base_edits(base: &Base, template: &Base) -> Option<String> {
+    if base == template {
+        return None;
+    }
+    // Levels start fresh; another template's text fails the check in `edits_from`.
     let (
         Base::Fresh { config, seed },
         Base::Fresh {
@@ -55,20 +59,8 @@ fn base_edits(base: &Base, template: &Base) -> Option<String> {
         },
     ) = (base, template)
     else {
-        // A fresh base edits a model-file template by all its sizes.
-        let Base::Fresh { config, seed } = base else {
-            return None;
-        };
-        let sizes: Vec<String> = config
-            .keys()
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        return Some(format!("cfg:{},seed={seed}", sizes.join(",")));
-    };
-    if base == template {
         return None;
-    }
+    };
     let mut keys: Vec<String> = config
         .keys()
         .iter()
