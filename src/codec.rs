@@ -9,7 +9,8 @@ use std::io::{Read, Write};
 use anyhow::{Context, Result};
 
 use crate::coder::{BitModel, ByteShares, Decoder, Encoder, QuantizedPdf};
-use crate::format::{self, FRAME_MAX, FormatError};
+use crate::compact;
+use crate::format::{self, Body, FRAME_MAX, FormatError};
 use crate::mix::Stage;
 use crate::modelfile::Weights;
 use crate::predictor::{self, BytePredictor};
@@ -21,7 +22,8 @@ use crate::recipe::Recipe;
 pub struct Progress {
     /// Uncompressed bytes done.
     pub bytes: u64,
-    /// Bits the coder has spent on them (the model's cost).
+    /// Bits the coder has spent on them (the model's cost), 8 a byte for frames stored as
+    /// they are.
     pub bits: f64,
     /// Bytes of the stream besides the coded words: headers, frame lengths and checksums, end
     /// markers and trailers, counted from the start of each member.
@@ -46,16 +48,6 @@ impl Progress {
             (self.bits + 8.0 * self.container_bytes as f64) / self.bytes as f64
         }
     }
-}
-
-/// Bytes of a member besides its header and coded words: end marker and trailer.
-const END_BYTES: u64 = 16;
-/// Bytes of a frame besides its coded words: two lengths and a CRC32.
-const FRAME_OVERHEAD_BYTES: u64 = 12;
-
-/// Bytes of a header holding a recipe of `recipe_len` bytes.
-fn header_bytes(recipe_len: usize) -> u64 {
-    16 + recipe_len as u64
 }
 
 /// Bytes between progress reports.
@@ -139,6 +131,9 @@ impl<R: Read> Read for CountingReader<R> {
 enum Direction<'a> {
     Encode(&'a mut Encoder),
     Decode(&'a mut Decoder),
+    /// The bytes of a stored frame: the model sees and learns them as the encoder's did, and
+    /// nothing is coded.
+    Replay,
 }
 
 /// Codes the bytes of one frame: `bytes` is read when encoding and filled when decoding.
@@ -168,6 +163,7 @@ fn code_frame(
                         bit
                     }
                     Direction::Decode(dec) => dec.decode_bit(&model)?,
+                    Direction::Replay => (*slot >> (7 - k)) & 1 == 1,
                 };
                 shares.push(&model, bit);
                 stage.update(bit as u32);
@@ -192,6 +188,7 @@ fn code_frame(
                 *slot = dec.decode(quantized)?;
                 *slot
             }
+            Direction::Replay => *slot,
         };
         let coded_bits = quantized.cost_bits(byte);
         progress.bits += coded_bits;
@@ -246,11 +243,11 @@ impl MemberEncoder {
         if !recipe.is_resolved() {
             return Err(crate::recipe::UnresolvedPercent.into());
         }
-        let text = recipe.to_text();
-        if text.len() > format::RECIPE_MAX {
+        let stored = compact::store(recipe);
+        if stored.text().len() > format::RECIPE_MAX {
             anyhow::bail!(
                 "the recipe's text is {} bytes long; a header holds at most {}",
-                text.len(),
+                stored.text().len(),
                 format::RECIPE_MAX
             );
         }
@@ -260,7 +257,7 @@ impl MemberEncoder {
             inner: output,
             count: 0,
         };
-        format::write_header(&mut out, &text).context("cannot write output")?;
+        let header_len = format::write_header(&mut out, &stored).context("cannot write output")?;
         Ok(MemberEncoder {
             recipe: recipe.clone(),
             predictor,
@@ -269,7 +266,7 @@ impl MemberEncoder {
             pending: Vec::with_capacity(FRAME_MAX),
             crc: crc32fast::Hasher::new(),
             progress: Progress {
-                container_bytes: header_bytes(text.len()) + END_BYTES,
+                container_bytes: header_len,
                 ..Progress::default()
             },
             written: out.count,
@@ -320,8 +317,8 @@ impl MemberEncoder {
     /// Codes the pending input as one frame and writes it.
     fn code_pending(&mut self, output: &mut impl Write, report: ProgressFn<'_>) -> Result<()> {
         let n = self.pending.len();
-        self.progress.container_bytes += FRAME_OVERHEAD_BYTES;
         self.crc.update(&self.pending);
+        let bits_before = self.progress.bits;
         let mut enc = Encoder::new();
         code_frame(
             self.predictor.as_mut(),
@@ -336,7 +333,12 @@ impl MemberEncoder {
             inner: output,
             count: 0,
         };
-        format::write_frame(&mut out, n, &enc.finish()).context("cannot write output")?;
+        let body = frame_body(enc.finish(), &self.pending);
+        if matches!(body, Body::Stored(_)) {
+            self.progress.bits = bits_before + 8.0 * n as f64;
+        }
+        let len = format::write_frame(&mut out, n, &body).context("cannot write output")?;
+        self.progress.container_bytes += len - body.payload_len() as u64;
         self.written += out.count;
         self.pending.clear();
         report(self.progress)
@@ -357,9 +359,12 @@ impl MemberEncoder {
             inner: output,
             count: 0,
         };
-        format::write_end(&mut out, len, self.crc.clone().finalize())
-            .context("cannot write output")?;
+        self.progress.container_bytes +=
+            format::write_end(&mut out, len, self.crc.clone().finalize())
+                .context("cannot write output")?;
         out.flush().context("cannot write output")?;
+        // The last report counts the whole stream, as the decoder's does.
+        report(self.progress)?;
         self.written += out.count;
         let model = saved_model(self.predictor.as_ref(), self.save_model)?;
         Ok(Summary {
@@ -388,6 +393,45 @@ pub fn compress(
     let mut encoder = MemberEncoder::start(recipe, options, &mut output)?;
     while encoder.read_from(&mut input, &mut output, report)? > 0 {}
     encoder.finish(&mut output, report)
+}
+
+/// The range coder's words of every frame of `data`, whether or not the container would store
+/// the frame as it is: the encoder's computation without its container, which stays the same
+/// across format versions for one numerics version (tests/golden_files.rs compares it with
+/// files of format version 1).
+pub fn frame_words(recipe: &Recipe, options: &Options<'_>, data: &[u8]) -> Result<Vec<Vec<u32>>> {
+    recipe.validate()?;
+    let mut predictor = predictor::build(recipe, options.weights)?;
+    let mut stage = recipe.mix.as_ref().map(Stage::new).transpose()?;
+    let mut quantized = QuantizedPdf::new();
+    let mut progress = Progress::default();
+    let mut frames = Vec::new();
+    for chunk in data.chunks(FRAME_MAX) {
+        let mut bytes = chunk.to_vec();
+        let mut enc = Encoder::new();
+        code_frame(
+            predictor.as_mut(),
+            &mut quantized,
+            stage.as_mut(),
+            Direction::Encode(&mut enc),
+            &mut bytes,
+            &mut progress,
+            &mut |_| Ok(()),
+        )?;
+        frames.push(enc.finish());
+    }
+    Ok(frames)
+}
+
+/// What a frame holds: the coder's words, or the input itself when the words would take more
+/// bytes (incompressible data, or a model that has not learnt yet). The model has learnt the
+/// bytes either way, and the decoder replays a stored frame through it, so both stay in step.
+fn frame_body(words: Vec<u32>, bytes: &[u8]) -> Body {
+    let coded = format::coded_frame_len(bytes.len(), words.len());
+    match coded > format::stored_frame_len(bytes.len()) {
+        true => Body::Stored(bytes.to_vec()),
+        false => Body::Coded(words),
+    }
 }
 
 fn saved_model(predictor: &dyn BytePredictor, save: bool) -> Result<Option<Vec<u8>>> {
@@ -421,6 +465,8 @@ struct MemberDecoder {
     crc: crc32fast::Hasher,
     /// Its next frame's index.
     frame: u64,
+    /// The format version of its header, which its frames and trailer follow.
+    version: u8,
     /// Where it starts: in the stream, and in the output.
     start: (u64, u64),
 }
@@ -494,10 +540,11 @@ impl<R: Read> StreamDecoder<R> {
             return Ok(None);
         };
         let index = member.frame;
-        let Some(frame) = format::read_frame(&mut self.input, index)? else {
+        let Some(frame) = format::read_frame(&mut self.input, member.version, index)? else {
             let member = self.member.take().expect("a member is open");
             let start = member.start;
-            let (recipe, model) = member.finish(options, &mut self.input, &self.progress)?;
+            let (recipe, model) = member.finish(options, &mut self.input, &mut self.progress)?;
+            report(self.progress)?;
             self.members.push(Member {
                 raw_bytes: self.progress.bytes - start.1,
                 lmz_bytes: self.input.count - start.0,
@@ -507,22 +554,41 @@ impl<R: Read> StreamDecoder<R> {
             self.model = model;
             return Ok(None);
         };
-        self.progress.container_bytes += FRAME_OVERHEAD_BYTES;
-        let mut dec = Decoder::new(frame.words).map_err(|e| FormatError::BadFrame {
-            index,
-            why: format!("{e:#}"),
-        })?;
         let bytes = &mut self.buf[..frame.raw_len];
+        let bits_before = self.progress.bits;
+        let mut dec = None;
+        let direction = match frame.body {
+            Body::Coded(words) => {
+                self.progress.container_bytes += format::coded_frame_len(bytes.len(), words.len())
+                    as u64
+                    - 4 * words.len() as u64;
+                let d = Decoder::new(words).map_err(|e| FormatError::BadFrame {
+                    index,
+                    why: format!("{e:#}"),
+                })?;
+                Direction::Decode(dec.insert(d))
+            }
+            Body::Stored(stored) => {
+                self.progress.container_bytes +=
+                    (format::stored_frame_len(bytes.len()) - bytes.len()) as u64;
+                bytes.copy_from_slice(&stored);
+                Direction::Replay
+            }
+        };
+        let replay = matches!(direction, Direction::Replay);
         code_frame(
             member.predictor.as_mut(),
             &mut member.quantized,
             member.stage.as_mut(),
-            Direction::Decode(&mut dec),
+            direction,
             bytes,
             &mut self.progress,
             report,
         )
         .with_context(|| format!("in frame {index}"))?;
+        if replay {
+            self.progress.bits = bits_before + 8.0 * bytes.len() as f64;
+        }
         member.crc.update(bytes);
         member.frame += 1;
         report(self.progress)?;
@@ -555,7 +621,8 @@ impl MemberDecoder {
         let recipe = read_recipe(&header)?;
         let predictor = predictor::build(&recipe, options.weights)?;
         let stage = recipe.mix.as_ref().map(Stage::new).transpose()?;
-        progress.container_bytes += header_bytes(header.recipe.len()) + END_BYTES;
+        progress.container_bytes += header.len;
+        let version = header.format_version;
         Ok(MemberDecoder {
             recipe,
             predictor,
@@ -563,6 +630,7 @@ impl MemberDecoder {
             quantized: QuantizedPdf::new(),
             crc: crc32fast::Hasher::new(),
             frame: 0,
+            version,
             start,
         })
     }
@@ -573,9 +641,10 @@ impl MemberDecoder {
         self,
         options: &Options<'_>,
         input: &mut impl Read,
-        progress: &Progress,
+        progress: &mut Progress,
     ) -> Result<(Recipe, Option<Vec<u8>>)> {
-        let trailer = format::read_trailer(input)?;
+        let trailer = format::read_trailer(input, self.version)?;
+        progress.container_bytes += 1 + trailer.len;
         let decoded = progress.bytes - self.start.1;
         if trailer.total_len != decoded {
             return Err(FormatError::LengthMismatch {
@@ -614,16 +683,10 @@ pub fn decompress(
     Ok(decoder.finish())
 }
 
-/// The recipe of a header: complete, canonical, in bytes.
+/// The recipe of a header: complete, canonical, in bytes (expanded from its level when the
+/// header stores one).
 pub fn read_recipe(header: &format::Header) -> Result<Recipe, FormatError> {
-    let recipe = Recipe::parse(&header.recipe)
-        .map_err(|e| FormatError::BadHeader(format!("recipe: {e}")))?;
-    if !recipe.is_resolved() {
-        return Err(FormatError::BadHeader(
-            "recipe: a stored recipe has its positions in bytes".into(),
-        ));
-    }
-    Ok(recipe)
+    compact::expand(&header.recipe)
 }
 
 /// Compresses a byte slice in memory (tests, benchmarks).

@@ -5,8 +5,13 @@
 //!
 //! The Mamba-1 recipes are measured on whole files (README, "Levels"); the RWKV-7 ones follow
 //! them in whole heads of 64 (level 3 is one 128-wide block rather than two 96-wide ones) and
-//! are measured at level 4 only. A change here changes
-//! what a level means for new files only — old files carry their recipe.
+//! are measured at level 4 only.
+//!
+//! A file written at a level stores only the level and what differs from it (src/compact.rs),
+//! so what each level means is part of the numerics version: a change here must bump
+//! `format::NUMERICS_VERSION`, as tests/golden_files.rs (the empty input at every level)
+//! reminds. Headers also carry the CRC32 of the recipe, so a build that forgets refuses old
+//! files instead of decoding them with another model.
 
 use crate::recipe::{Action, ModelConfig, ModelKind, Recipe, TrainSpec};
 

@@ -56,6 +56,7 @@ mod api;
 pub mod cli;
 pub mod codec;
 pub mod coder;
+pub mod compact;
 pub mod format;
 pub mod kernels;
 pub mod levels;

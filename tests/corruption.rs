@@ -39,21 +39,42 @@ struct Regions {
 impl Regions {
     fn of(packed: &[u8]) -> Regions {
         let layout = format::scan(&mut Cursor::new(packed)).expect("a valid stream");
-        // magic, versions, flags, recipe length; the recipe; its CRC32.
-        let header_len = 12 + layout.header.recipe.len() + 4;
+        assert_eq!(layout.header.format_version, format::FORMAT_VERSION);
+        let header_len = layout.header.len as usize;
         let len = packed.len();
         assert_eq!(layout.stream_len as usize, len);
+        // The end marker is one zero byte; the trailer a LEB128 length and a CRC32.
+        let trailer_len = layout.trailer.len as usize;
         Regions {
             header: 0..header_len,
-            frames: header_len..len - 16,
-            end_marker: len - 16..len - 12,
-            trailer: len - 12..len,
+            frames: header_len..len - trailer_len - 1,
+            end_marker: len - trailer_len - 1..len - trailer_len,
+            trailer: len - trailer_len..len,
         }
     }
 
-    /// The coded words of the stream's one frame (the inputs here are shorter than a frame).
-    fn words(&self) -> Range<usize> {
-        self.frames.start + 8..self.frames.end - 4
+    /// The payload of the stream's one frame (the inputs here are shorter than a frame): the
+    /// coded words, or the input when the frame stores it.
+    fn words(&self, packed: &[u8]) -> Range<usize> {
+        let mut r = &packed[self.frames.start..];
+        let mut seen = Vec::new();
+        let raw_len = format::varint::read(&mut r, &mut seen, "frame")
+            .unwrap()
+            .unwrap();
+        let mode = r[0];
+        r = &r[1..];
+        if mode == 0 {
+            format::varint::read(&mut r, &mut seen, "frame")
+                .unwrap()
+                .unwrap();
+        }
+        let head = seen.len() + 1;
+        let payload = self.frames.len() - head - 4;
+        match mode {
+            0 => assert_eq!(payload % 4, 0, "whole words"),
+            _ => assert_eq!(payload, raw_len as usize, "the stored input"),
+        }
+        self.frames.start + head..self.frames.end - 4
     }
 
     /// Recomputes the frame's CRC32 after its words were changed.
@@ -173,10 +194,10 @@ fn sweep(recipe: &Recipe, data: &[u8]) {
         tally.run(regions.name_of(byte), case, &damaged, data);
     }
 
-    // Flips in the coded words whose frame checksum is recomputed, so that the damage reaches
-    // the range decoder and the model: evenly spread bits (an odd step, so every bit position
+    // Flips in the coded words (or the stored input) whose frame checksum is recomputed, so
+    // that the damage reaches the range decoder and the model: evenly spread bits (an odd step, so every bit position
     // of a byte is hit), each a whole decode of garbage until the trailer's checks.
-    let words = regions.words();
+    let words = regions.words(&packed);
     let bits = words.len() * 8;
     let step = (bits / RESEALED_FLIPS).max(1) | 1;
     for bit in (0..bits).step_by(step).take(RESEALED_FLIPS) {
@@ -185,7 +206,7 @@ fn sweep(recipe: &Recipe, data: &[u8]) {
         damaged[byte] ^= 1 << shift;
         regions.reseal(&mut damaged);
         let case = format!("{name}: bit {shift} of byte {byte} flipped, frame checksum resealed");
-        tally.run("resealed flip in words", case, &damaged, data);
+        tally.run("resealed flip in payload", case, &damaged, data);
     }
 
     for (what, extended) in [

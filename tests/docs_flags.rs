@@ -73,10 +73,23 @@ fn every_long_flag_in_help_is_documented() {
         listed.extend(flags);
     }
     // The flags of every part of the help: a reader that finds fewer has stopped reading it.
-    for flag in ["--decompress", "--block-size", "--recipe", "--save-weights", "--no-progress"] {
-        assert!(listed.contains(flag), "{flag} not found in --help: {listed:?}");
+    for flag in [
+        "--decompress",
+        "--block-size",
+        "--recipe",
+        "--save-weights",
+        "--no-progress",
+    ] {
+        assert!(
+            listed.contains(flag),
+            "{flag} not found in --help: {listed:?}"
+        );
     }
-    assert!(listed.len() >= 30, "only {} long flags: {listed:?}", listed.len());
+    assert!(
+        listed.len() >= 30,
+        "only {} long flags: {listed:?}",
+        listed.len()
+    );
 
     let docs = long_flags(&(read("README.md") + "\n" + &read("docs/guide.md")));
     let missing: Vec<&String> = listed.difference(&docs).collect();

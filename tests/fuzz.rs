@@ -19,7 +19,7 @@ use std::io::Cursor;
 use std::sync::OnceLock;
 
 use lmzip::codec::decompress_bytes;
-use lmzip::format::{self, FRAME_MAX, FormatError, MAGIC, max_words};
+use lmzip::format::{self, Body, FRAME_MAX, FormatError, MAGIC, StoredRecipe, max_words};
 use lmzip::recipe::working_floats;
 use lmzip::recipe::{MAX_PARAMS, MAX_WORKING_BYTES, ModelKind, OptimizerKind, Recipe};
 use proptest::prelude::*;
@@ -51,18 +51,31 @@ fn sample_with_mix() -> &'static (Vec<u8>, Vec<u8>) {
     })
 }
 
-fn le_u32(b: &[u8], at: usize) -> Option<usize> {
-    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().unwrap()) as usize)
+/// The length of a file's (first) header.
+fn header_len(b: &[u8]) -> usize {
+    format::read_header(&mut &b[..]).unwrap().len as usize
 }
 
-/// Recomputes the CRC32 of the header and of every frame that can be walked, so that damage
-/// inside them reaches the decoder instead of stopping at a checksum. Returns the input bytes
-/// the walked frames claim.
+/// A LEB128 value at `at`: the value and the byte after it.
+fn varint_at(b: &[u8], at: usize) -> Option<(u64, usize)> {
+    let mut r = b.get(at..)?;
+    let mut seen = Vec::new();
+    let value = format::varint::read(&mut r, &mut seen, "fuzz").ok()?.ok()?;
+    Some((value, at + seen.len()))
+}
+
+/// Recomputes the CRC32 of the header and of every frame that can be walked (format version
+/// 2), so that damage inside them reaches the decoder instead of stopping at a checksum.
+/// Returns the input bytes the walked frames claim.
 fn reseal(b: &mut [u8]) -> usize {
-    let Some(recipe_len) = le_u32(b, 8) else {
+    // magic, versions, form; model and level for a level form; the text; its CRC32.
+    let Some(&form) = b.get(6) else {
         return 0;
     };
-    let header_end = 12 + recipe_len;
+    let Some((text_len, text_at)) = varint_at(b, 7 + 2 * (form == 1) as usize) else {
+        return 0;
+    };
+    let header_end = text_at + text_len as usize + 4 * (form == 1) as usize;
     if header_end + 4 > b.len() {
         return 0;
     }
@@ -70,28 +83,37 @@ fn reseal(b: &mut [u8]) -> usize {
     b[header_end..header_end + 4].copy_from_slice(&crc.to_le_bytes());
     let mut claimed = 0;
     let mut at = header_end + 4;
-    while let (Some(raw_len), Some(words)) = (le_u32(b, at), le_u32(b, at + 4)) {
-        let body_end = at + 8 + 4 * words;
+    while let Some((raw_len, mode_at)) = varint_at(b, at) {
+        let body = match b.get(mode_at) {
+            Some(0) => varint_at(b, mode_at + 1).map(|(n, words_at)| words_at + 4 * n as usize),
+            Some(1) => Some(mode_at + 1 + raw_len as usize),
+            _ => None,
+        };
+        let Some(body_end) = body else { break };
         if raw_len == 0 || body_end + 4 > b.len() {
             break;
         }
         let crc = crc32fast::hash(&b[at..body_end]);
         b[body_end..body_end + 4].copy_from_slice(&crc.to_le_bytes());
-        claimed += raw_len;
+        claimed += raw_len as usize;
         at = body_end + 4;
     }
     claimed
 }
 
-/// A header carrying `recipe` with a correct checksum, followed by the sample's frames and
+/// A header holding `recipe` with a correct checksum, followed by the sample's frames and
 /// trailer.
-fn with_recipe(recipe: &str) -> Vec<u8> {
+fn with_stored(recipe: &StoredRecipe) -> Vec<u8> {
     let packed = &sample().1;
-    let old_len = le_u32(packed, 8).unwrap();
     let mut file = Vec::new();
     format::write_header(&mut file, recipe).unwrap();
-    file.extend_from_slice(&packed[12 + old_len + 4..]);
+    file.extend_from_slice(&packed[header_len(packed)..]);
     file
+}
+
+/// A header carrying the whole `recipe` text, as [`with_stored`].
+fn with_recipe(recipe: &str) -> Vec<u8> {
+    with_stored(&StoredRecipe::Text(recipe.into()))
 }
 
 /// Decodes and checks the rule: an error, or exactly the original bytes.
@@ -393,18 +415,29 @@ proptest! {
             (FRAME_MAX as u32 - 2)..(FRAME_MAX as u32 + 2),
         ],
         words in prop_oneof![any::<u32>(), 0u32..8, (max_words(FRAME_MAX) as u32 - 2)..],
+        mode in 0u8..3,
         rest in prop::collection::vec(any::<u8>(), 0..64),
     ) {
-        let mut bytes = raw_len.to_le_bytes().to_vec();
-        bytes.extend_from_slice(&words.to_le_bytes());
-        bytes.extend_from_slice(&rest);
-        match format::read_frame(&mut &bytes[..], 0) {
-            Ok(Some(frame)) => {
-                prop_assert!((1..=FRAME_MAX).contains(&frame.raw_len));
-                prop_assert!(frame.words.len() <= max_words(frame.raw_len));
+        // Version 1: two u32 lengths; version 2: LEB128 lengths around a mode byte.
+        let mut v1 = raw_len.to_le_bytes().to_vec();
+        v1.extend_from_slice(&words.to_le_bytes());
+        let mut v2 = Vec::new();
+        format::varint::put(&mut v2, raw_len as u64);
+        v2.push(mode);
+        format::varint::put(&mut v2, words as u64);
+        for (version, mut bytes) in [(1, v1), (2, v2)] {
+            bytes.extend_from_slice(&rest);
+            match format::read_frame(&mut &bytes[..], version, 0) {
+                Ok(Some(frame)) => {
+                    prop_assert!((1..=FRAME_MAX).contains(&frame.raw_len));
+                    match frame.body {
+                        Body::Coded(w) => prop_assert!(w.len() <= max_words(frame.raw_len)),
+                        Body::Stored(s) => prop_assert_eq!(s.len(), frame.raw_len),
+                    }
+                }
+                Ok(None) => prop_assert_eq!(raw_len, 0),
+                Err(_) => {}
             }
-            Ok(None) => prop_assert_eq!(raw_len, 0),
-            Err(_) => {}
         }
     }
 
@@ -444,8 +477,44 @@ proptest! {
         prop_assume!(small);
         let file = with_recipe(&text);
         let header = format::read_header(&mut &file[..]).unwrap();
-        prop_assert_eq!(&header.recipe, &text);
+        prop_assert_eq!(header.recipe, StoredRecipe::Text(text));
         decodes_to_original_or_fails(&file)?;
+    }
+
+    /// A compact header with a correct checksum, any level and any edits, in front of real
+    /// frames: its recipe's CRC32 either the one of what the edits make (so that decoding is
+    /// reached) or any. Refused cleanly, or decoded to the original.
+    #[test]
+    fn sealed_compact_headers_with_any_edits_fail_cleanly(
+        text in recipe_text(),
+        level in 0u8..11,
+        model in 0u8..4,
+        crc in prop::option::of(any::<u32>()),
+    ) {
+        let kind = lmzip::compact::model_code(ModelKind::Mamba1);
+        let expanded = (1..=9).contains(&level).then(|| {
+            lmzip::levels::recipe(ModelKind::Mamba1, level).edit_from_level(&text, None).ok()
+        }).flatten();
+        let crc = crc.or(expanded.as_ref().map(|r| crc32fast::hash(r.to_text().as_bytes())));
+        let stored = StoredRecipe::Level {
+            model: if model == 0 { kind } else { model },
+            level,
+            edits: text,
+            crc: crc.unwrap_or(0),
+        };
+        let file = with_stored(&stored);
+        let header = format::read_header(&mut &file[..]).unwrap();
+        prop_assert_eq!(&header.recipe, &stored);
+        let small = expanded.as_ref().is_none_or(|r| {
+            working_floats(r) < 1 << 20 && r.mix.is_none_or(|m| m.bytes() < 64 << 20)
+        });
+        match small {
+            true => decodes_to_original_or_fails(&file)?,
+            // A valid but large model would decode correctly, only slowly: only expanded.
+            false => {
+                let _ = lmzip::codec::read_recipe(&header);
+            }
+        }
     }
 
     /// Bytes overwritten anywhere: the checksums refuse the file before anything is decoded.
@@ -469,7 +538,7 @@ proptest! {
         edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..5),
     ) {
         let mut file = sample().1.clone();
-        let header_len = 12 + le_u32(&file, 8).unwrap() + 4;
+        let header_len = header_len(&file);
         for (at, byte) in &edits {
             let i = header_len + at.index(file.len() - header_len);
             file[i] = *byte;
@@ -487,7 +556,7 @@ proptest! {
     ) {
         let (data, packed) = sample_with_mix();
         let mut file = packed.clone();
-        let header_len = 12 + le_u32(&file, 8).unwrap() + 4;
+        let header_len = header_len(&file);
         for (at, byte) in &edits {
             let i = header_len + at.index(file.len() - header_len);
             file[i] = *byte;
@@ -507,9 +576,9 @@ fn resealing_reaches_the_decoder() {
     assert_eq!(reseal(&mut same), data.len());
     assert_eq!(&same, packed);
 
-    let header_len = 12 + le_u32(packed, 8).unwrap() + 4;
     let mut damaged = packed.clone();
-    damaged[header_len + 8 + 20] ^= 0x40; // inside the first frame's words
+    // Inside the first frame's words (length, mode, word count, then the words).
+    damaged[header_len(packed) + 6 + 20] ^= 0x40;
     reseal(&mut damaged);
     let err = format!("{:#}", decompress_bytes(&damaged).unwrap_err());
     assert!(!err.contains("frame checksum"), "{err}");

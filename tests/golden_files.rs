@@ -1,26 +1,34 @@
-//! Golden files: small `.lmz` files committed under `tests/golden/`, one per model and training
-//! mode, beside the input they were made from. Each must decode to that input, and compressing
-//! the input again with the recipe stored in its header must give the file byte for byte. So
-//! files written by an earlier build still decode, and the encoder still writes what it wrote.
+//! Golden files: small `.lmz` files committed under `tests/golden/`, beside the input they were
+//! made from.
+//!
+//! - `tests/golden/*.lmz`, one per model and training mode, were written in format version 1
+//!   (the whole recipe as text in every header) by builds before version 2. No build writes
+//!   them again: each must decode to the input, and the coder's words of each of its frames
+//!   must be the ones this build's encoder computes for the recipe in its header
+//!   ([`lmzip::codec::frame_words`]). So old files still decode, and the computation is the
+//!   one they were written with.
+//! - `tests/golden/v2/*.lmz` are this build's format (version 2: a level and its edits in the
+//!   header, stored frames): level recipes as they are and edited, a frame stored as it is,
+//!   and the empty input at every level of both models (which pins what each level means).
+//!   Each must decode to its input and be reproduced byte for byte by compressing it again.
 //!
 //! Changing these files is a numerics or format version decision (docs/determinism.md). If a
 //! change makes them fail, either it altered what the encoder computes by accident (fix it), or
 //! on purpose: then bump `format::NUMERICS_VERSION` (or `FORMAT_VERSION` for a layout change)
-//! in the same commit, and regenerate the files with
+//! in the same commit, and regenerate the files of the format this build writes with
 //!
 //! ```sh
 //! cargo test --release --test golden_files -- --ignored regenerate_golden_files
 //! ```
-//!
-//! The input is regenerated too, from the same deterministic generators.
 
 mod common;
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use lmzip::codec::{compress_bytes, decompress_bytes};
+use lmzip::codec::{Options, compress_bytes, decompress_bytes, frame_words};
 use lmzip::format;
+use lmzip::levels;
 use lmzip::recipe::{ModelKind, OptimizerKind, Recipe};
 
 fn golden_dir() -> PathBuf {
@@ -121,26 +129,40 @@ fn golden_name(r: &Recipe) -> String {
     )
 }
 
-#[test]
-fn golden_files_decode_and_are_reproduced_byte_for_byte() {
-    let dir = golden_dir();
-    let original = fs::read(dir.join(INPUT)).expect("the golden input is committed");
-    let mut present: Vec<String> = fs::read_dir(&dir)
+/// The golden files present in `dir` (`.lmz`), sorted.
+fn present(dir: &Path) -> Vec<String> {
+    let mut present: Vec<String> = fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .filter(|name| name.ends_with(".lmz"))
         .collect();
     present.sort();
+    present
+}
+
+#[test]
+fn version_1_golden_files_decode_and_their_words_are_recomputed() {
+    let dir = golden_dir();
+    let original = fs::read(dir.join(INPUT)).expect("the golden input is committed");
+    assert!(
+        original == input(),
+        "the generators no longer make the golden input"
+    );
     let mut expected: Vec<String> = golden_recipes().into_iter().map(|(name, _)| name).collect();
     expected.sort();
     assert_eq!(
-        present, expected,
+        present(&dir),
+        expected,
         "the golden files are one per model and mode"
     );
 
     for name in expected {
         let file = fs::read(dir.join(&name)).unwrap();
         let header = format::read_header(&mut &file[..]).unwrap();
+        assert_eq!(
+            header.format_version, 1,
+            "{name}: written in format version 1"
+        );
         assert_eq!(
             header.numerics_version,
             format::NUMERICS_VERSION,
@@ -149,13 +171,95 @@ fn golden_files_decode_and_are_reproduced_byte_for_byte() {
         let decoded = decompress_bytes(&file).unwrap_or_else(|e| panic!("{name}: {e:#}"));
         assert!(decoded == original, "{name}: decodes to other bytes");
 
-        let recipe = Recipe::parse(&header.recipe).unwrap();
+        let recipe = lmzip::codec::read_recipe(&header).unwrap();
         assert_eq!(
             golden_name(&recipe),
             name,
             "{name}: the header's recipe is another model or mode"
         );
-        let again = compress_bytes(&recipe, &original).unwrap();
+        let mut r = &file[header.len as usize..];
+        let mut stored_words = Vec::new();
+        while let Some(frame) = format::read_frame(&mut r, 1, stored_words.len() as u64).unwrap() {
+            let format::Body::Coded(words) = frame.body else {
+                panic!("{name}: version 1 frames are coded");
+            };
+            stored_words.push(words);
+        }
+        let again = frame_words(&recipe, &Options::default(), &original).unwrap();
+        assert!(
+            again == stored_words,
+            "{name}: the encoder computes other words for this recipe; see this test's comment"
+        );
+    }
+}
+
+/// Every golden file of format version 2: its name, recipe and input.
+fn v2_golden() -> Vec<(String, Recipe, Vec<u8>)> {
+    let text = input();
+    let mut random = Vec::new();
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    for _ in 0..2048 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        random.push((x >> 56) as u8);
+    }
+    let mut out = Vec::new();
+    for kind in [ModelKind::Mamba1, ModelKind::Rwkv7] {
+        let model = kind.name();
+        let level1 = levels::recipe(kind, 1);
+        let edited = levels::recipe(kind, 2)
+            .edit_from_level(
+                "cfg:layers=2,seed=5 mix:table=16 0..:train(lr=0.003,bptt=8)",
+                None,
+            )
+            .unwrap();
+        let scheduled = levels::recipe(kind, 1)
+            .edit_from_level("mix:off 0..1K:infer 1K..:repeat(512:train,512:infer)", None)
+            .unwrap();
+        out.push((format!("{model}-level1.lmz"), level1.clone(), text.clone()));
+        out.push((format!("{model}-level2-edited.lmz"), edited, text.clone()));
+        out.push((
+            format!("{model}-level1-schedule.lmz"),
+            scheduled,
+            text.clone(),
+        ));
+        out.push((format!("{model}-level1-random.lmz"), level1, random.clone()));
+        for level in 1..=levels::MAX_LEVEL {
+            let recipe = levels::recipe(kind, level);
+            out.push((
+                format!("{model}-level{level}-empty.lmz"),
+                recipe,
+                Vec::new(),
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn version_2_golden_files_decode_and_are_reproduced_byte_for_byte() {
+    let dir = golden_dir().join("v2");
+    let golden = v2_golden();
+    let mut expected: Vec<String> = golden.iter().map(|(name, ..)| name.clone()).collect();
+    expected.sort();
+    assert_eq!(present(&dir), expected, "the version 2 golden files");
+    for (name, recipe, data) in golden {
+        let file = fs::read(dir.join(&name)).unwrap();
+        let header = format::read_header(&mut &file[..]).unwrap();
+        assert_eq!(header.format_version, 2, "{name}");
+        assert!(
+            matches!(header.recipe, format::StoredRecipe::Level { .. }),
+            "{name}: a level's recipe is stored as a level"
+        );
+        assert_eq!(
+            lmzip::codec::read_recipe(&header).unwrap(),
+            recipe,
+            "{name}"
+        );
+        let decoded = decompress_bytes(&file).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        assert!(decoded == data, "{name}: decodes to other bytes");
+        let again = compress_bytes(&recipe, &data).unwrap();
         assert!(
             again == file,
             "{name}: compressing the input again gives other bytes ({} instead of {}); see \
@@ -164,17 +268,22 @@ fn golden_files_decode_and_are_reproduced_byte_for_byte() {
             file.len()
         );
     }
+    let stored = fs::read(dir.join("mamba1-level1-random.lmz")).unwrap();
+    let layout = format::scan(&mut std::io::Cursor::new(&stored)).unwrap();
+    assert_eq!(
+        layout.stored_frames, 1,
+        "random bytes are stored as they are"
+    );
 }
 
-/// Writes the input and every golden file. Run on purpose only (see the module comment).
+/// Writes every golden file of the format this build writes (version 2). Run on purpose only
+/// (see the module comment); the version 1 files and the input stay as they were written.
 #[test]
-#[ignore = "rewrites tests/golden/; a numerics or format version decision"]
+#[ignore = "rewrites tests/golden/v2/; a numerics or format version decision"]
 fn regenerate_golden_files() {
-    let dir = golden_dir();
+    let dir = golden_dir().join("v2");
     fs::create_dir_all(&dir).unwrap();
-    let data = input();
-    fs::write(dir.join(INPUT), &data).unwrap();
-    for (name, recipe) in golden_recipes() {
+    for (name, recipe, data) in v2_golden() {
         let packed = compress_bytes(&recipe, &data).unwrap();
         fs::write(dir.join(&name), &packed).unwrap();
         eprintln!("{name}: {} bytes", packed.len());

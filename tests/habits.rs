@@ -248,7 +248,7 @@ fn version_completions_and_manual_page() {
     let out = ok(run(d, &["--version"], b""));
     let version = String::from_utf8_lossy(&out.stdout);
     assert!(
-        version.contains("format version 1, numerics version"),
+        version.contains("format version 2, numerics version"),
         "{version}"
     );
     for shell in ["bash", "zsh", "fish"] {

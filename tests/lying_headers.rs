@@ -14,7 +14,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use lmzip::codec::decompress_bytes;
-use lmzip::format::{self, FRAME_MAX, max_words};
+use lmzip::format::{self, FRAME_MAX, StoredRecipe, max_words};
 use lmzip::mix::MixSpec;
 use lmzip::model::{mamba1, rwkv7};
 use lmzip::recipe::{
@@ -91,7 +91,7 @@ const MIB: usize = 1 << 20;
 /// of an empty stream.
 fn file_with(recipe: &Recipe) -> Vec<u8> {
     let mut f = Vec::new();
-    format::write_header(&mut f, &recipe.to_text()).unwrap();
+    format::write_header(&mut f, &StoredRecipe::Text(recipe.to_text())).unwrap();
     format::write_end(&mut f, 0, 0).unwrap();
     f
 }
@@ -208,6 +208,53 @@ fn a_header_asking_for_a_huge_mixing_stage_is_refused_before_allocating() {
     refused_at_once(&file_with(&recipe), "the mixing stage needs");
 }
 
+/// A compact header (a level and edits) may lie as a whole recipe can: edits that ask for a
+/// huge model or stage, a level this build does not have, a checksum of another recipe. Each
+/// is refused before anything is allocated.
+#[test]
+fn a_compact_header_that_lies_is_refused_before_allocating() {
+    let _alone = alone();
+    let level = |level: u8, edits: &str, crc: u32| {
+        let mut f = Vec::new();
+        let stored = StoredRecipe::Level {
+            model: lmzip::compact::model_code(ModelKind::Mamba1),
+            level,
+            edits: edits.into(),
+            crc,
+        };
+        format::write_header(&mut f, &stored).unwrap();
+        format::write_end(&mut f, 0, 0).unwrap();
+        f
+    };
+    let crc_of = |level: u8| {
+        let r = lmzip::levels::recipe(ModelKind::Mamba1, level);
+        crc32fast::hash(r.to_text().as_bytes())
+    };
+    refused_at_once(
+        &level(3, "cfg:hidden=4096,layers=2,intermediate=8192", 0),
+        "parameters; this build accepts at most",
+    );
+    refused_at_once(
+        &level(3, "mix:orders=8,match=28,table=24", 0),
+        "the mixing stage needs",
+    );
+    refused_at_once(
+        &level(0, "", crc_of(1)),
+        "level 0 is not one of this build's",
+    );
+    refused_at_once(
+        &level(10, "", crc_of(9)),
+        "level 10 is not one of this build's",
+    );
+    refused_at_once(&level(4, "", crc_of(3)), "means another recipe");
+    refused_at_once(
+        &level(3, "0..:train(lr=abc)", crc_of(3)),
+        "the edits of level 3",
+    );
+    // The honest header of the same level decodes (to nothing).
+    assert_eq!(decompress_bytes(&level(3, "", crc_of(3))).unwrap(), b"");
+}
+
 /// Frame lengths at and beyond their bounds, with nothing behind them: the decoder allocates
 /// at most the frame buffer and the largest word array a frame may have, then finds the file
 /// truncated (or the lengths out of bounds).
@@ -229,9 +276,10 @@ fn frame_lengths_allocate_no_more_than_their_bounds() {
         (u32::MAX, u32::MAX, "exceeds"),
     ] {
         let mut file = Vec::new();
-        format::write_header(&mut file, &recipe.to_text()).unwrap();
-        file.extend_from_slice(&raw_len.to_le_bytes());
-        file.extend_from_slice(&words.to_le_bytes());
+        format::write_header(&mut file, &lmzip::compact::store(&recipe)).unwrap();
+        format::varint::put(&mut file, raw_len as u64);
+        file.push(0);
+        format::varint::put(&mut file, words as u64);
         let (result, peak, _) = measure(|| decompress_bytes(&file));
         let err = format!("{:#}", result.unwrap_err());
         assert!(

@@ -6,6 +6,7 @@ mod common;
 
 use common::{assert_round_trip, binary, modes, short_samples, text, tiny, with_mix};
 use lmzip::codec::{compress_bytes, decompress_bytes_with};
+use lmzip::format;
 use lmzip::mix::MixSpec;
 use lmzip::recipe::{ModelKind, OptimizerKind};
 
@@ -164,10 +165,21 @@ fn a_header_with_absurd_values_of_the_later_keys_is_refused() {
         let text = recipe.to_text().replace("ext=511", bad);
         let err = lmzip::recipe::Recipe::parse(&text).unwrap_err().to_string();
         assert!(err.contains("out of range"), "{bad}: {err}");
-        // The same in a file's header: the decoder refuses it before running anything.
-        let at = packed.windows(7).position(|w| w == b"ext=511").unwrap();
-        let mut file = packed.clone();
-        file[at..at + 7].copy_from_slice(bad.as_bytes());
-        assert!(lmzip::codec::decompress_bytes(&file).is_err(), "{bad}");
+        // The same in a file's header, whole or as a level's edits: the decoder refuses it
+        // before running anything.
+        let header_len = format::read_header(&mut &packed[..]).unwrap().len as usize;
+        let level = format::StoredRecipe::Level {
+            model: lmzip::compact::model_code(ModelKind::Mamba1),
+            level: 3,
+            edits: format!("mix:{bad}"),
+            crc: 0,
+        };
+        for stored in [format::StoredRecipe::Text(text.clone()), level] {
+            let mut file = Vec::new();
+            format::write_header(&mut file, &stored).unwrap();
+            file.extend_from_slice(&packed[header_len..]);
+            let err = format!("{:#}", lmzip::codec::decompress_bytes(&file).unwrap_err());
+            assert!(err.contains("out of range"), "{bad}: {err}");
+        }
     }
 }

@@ -136,6 +136,7 @@ pub(crate) fn classify(err: anyhow::Error, otherwise: Otherwise) -> Error {
                     Error::Unsupported(message)
                 }
                 FormatError::BadHeader(_)
+                | FormatError::BadTrailer(_)
                 | FormatError::BadFrame { .. }
                 | FormatError::LengthMismatch { .. }
                 | FormatError::TrailingData => Error::Corrupt(message),

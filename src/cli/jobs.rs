@@ -19,6 +19,7 @@ use super::settings::{
 use super::stats::Curve;
 use super::{FAILURE_STATUS, USAGE_STATUS};
 use crate::codec;
+use crate::compact;
 use crate::format;
 use crate::modelfile::Weights;
 use crate::recipe::{Base, Recipe, hex};
@@ -627,13 +628,16 @@ fn info_one(input: &Input, verbosity: Verbosity) -> Result<()> {
          \x20 format version:   {format}\n\
          \x20 numerics version: {numerics}\n\
          \x20 recipe:           {recipe}\n\
+         \x20 header:           {header_len} bytes, stored as {form}\n\
          {model_file}\
          \x20 original size:    {raw} bytes\n\
          \x20 compressed size:  {lmz} bytes\n\
          \x20 bits per byte:    {bpb:.3}\n\
          \x20 frames:           {frames}\n",
         name = input.label(),
-        format = format::FORMAT_VERSION,
+        format = first.header.format_version,
+        header_len = first.header.len,
+        form = compact::describe(&first.header.recipe),
         bpb = bits_per_byte(lmz, raw),
     );
     if members.len() == 1 {
@@ -652,7 +656,7 @@ fn info_one(input: &Input, verbosity: Verbosity) -> Result<()> {
                 bits_per_byte(m.stream_len, m.raw_len),
                 m.frames,
                 if m.frames == 1 { "" } else { "s" },
-                16 + m.header.recipe.len(),
+                m.header.len,
                 m.trailer.crc
             );
             if verbosity >= Verbosity::Verbose {
@@ -762,7 +766,13 @@ fn describe_recipe(header: &format::Header) -> (String, String) {
             (recipe.to_text(), model_file)
         }
         Err(e) => (
-            format!("{} (not readable by this build: {e})", header.recipe),
+            format!(
+                "{} (not readable by this build: {e})",
+                match &header.recipe {
+                    format::StoredRecipe::Text(text) => text.clone(),
+                    level => compact::describe(level),
+                }
+            ),
             String::new(),
         ),
     }

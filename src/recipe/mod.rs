@@ -7,6 +7,7 @@
 //! - [`syntax`]: byte spans, the error that points at one, the cursor and `key=value` lists;
 //! - [`parse`]: the items of a text, each with its span, and complete (header) recipes;
 //! - `edit`: a text applied onto a template, as the command line does;
+//! - `diff`: the shortest such text that makes a given recipe of a template (compact headers);
 //! - [`print`](mod@print): the canonical text;
 //! - [`train`]: [`TrainSpec`] and the one table of its keys, with their bounds;
 //! - `tests`: the language's tests and the whole recipe's.
@@ -17,6 +18,7 @@
 //! And the rest: [`schedule`], which rule governs which byte; `memory`, the working memory a
 //! recipe needs.
 
+mod diff;
 mod edit;
 mod memory;
 pub mod parse;

@@ -58,16 +58,21 @@ fn print_mix(mix: &MixSpec) -> String {
 }
 
 fn print_rule(rule: &Rule, kind: ModelKind) -> String {
+    print_rule_with(rule, &|a| print_action(a, kind))
+}
+
+/// A rule with its actions printed by `action`.
+pub(super) fn print_rule_with(rule: &Rule, action: &dyn Fn(&Action) -> String) -> String {
     let end = match rule.span.end {
         Pos::End => String::new(),
         p => print_pos(p),
     };
     let body = match &rule.body {
-        Body::Action(a) => print_action(a, kind),
+        Body::Action(a) => action(a),
         Body::Repeat(parts) => {
             let parts: Vec<String> = parts
                 .iter()
-                .map(|p| format!("{}:{}", print_bytes(p.len), print_action(&p.action, kind)))
+                .map(|p| format!("{}:{}", print_bytes(p.len), action(&p.action)))
                 .collect();
             format!("repeat({})", parts.join(","))
         }

@@ -1,0 +1,205 @@
+//! How a header holds a recipe (docs/format.md, "The recipe in the header"): a level of
+//! [`crate::levels`] and the recipe text that edits it into the recipe, when that is shorter
+//! than the whole recipe, which is nearly always for recipes made from a level; else the
+//! whole canonical text.
+//!
+//! What a level means is pinned by the numerics version (a change of the level table bumps
+//! it, as any change of what the encoder computes for a file does), and checked besides: the
+//! header carries the CRC32 of the recipe's canonical text, so a build whose level expands to
+//! another recipe refuses the file with a message instead of decoding it with another model.
+
+use crate::format::{FormatError, StoredRecipe};
+use crate::levels::{self, MAX_LEVEL};
+use crate::recipe::{ModelKind, Recipe};
+
+/// The byte that names a model in a header (fixed: a file outlives any order of the models).
+pub fn model_code(kind: ModelKind) -> u8 {
+    match kind {
+        ModelKind::Mamba1 => 1,
+        ModelKind::Rwkv7 => 2,
+    }
+}
+
+fn model_of(code: u8) -> Option<ModelKind> {
+    ModelKind::ALL.into_iter().find(|&k| model_code(k) == code)
+}
+
+/// Bytes a level form spends beyond its text: model, level and the recipe's CRC32.
+const LEVEL_FORM_EXTRA: usize = 6;
+
+/// The form in which a header stores `recipe` (resolved to bytes): the level whose edits are
+/// shortest (the lowest such level), or the whole text when that is no longer.
+pub fn store(recipe: &Recipe) -> StoredRecipe {
+    let text = recipe.to_text();
+    let kind = recipe.kind();
+    let best = (1..=MAX_LEVEL)
+        .filter_map(|level| {
+            let edits = recipe.edits_from(&levels::recipe(kind, level))?;
+            Some((level, edits))
+        })
+        .min_by_key(|(level, edits)| (edits.len(), *level));
+    match best {
+        Some((level, edits)) if edits.len() + LEVEL_FORM_EXTRA < text.len() => {
+            StoredRecipe::Level {
+                model: model_code(kind),
+                level,
+                edits,
+                crc: crc32fast::hash(text.as_bytes()),
+            }
+        }
+        _ => StoredRecipe::Text(text),
+    }
+}
+
+fn bad(why: String) -> FormatError {
+    FormatError::BadHeader(why)
+}
+
+/// The recipe a header stores: complete, canonical, in bytes.
+pub fn expand(stored: &StoredRecipe) -> Result<Recipe, FormatError> {
+    let recipe = match stored {
+        StoredRecipe::Text(text) => Recipe::parse(text).map_err(|e| bad(format!("recipe: {e}")))?,
+        StoredRecipe::Level {
+            model,
+            level,
+            edits,
+            crc,
+        } => {
+            let kind =
+                model_of(*model).ok_or_else(|| bad(format!("unknown model number {model}")))?;
+            if !(1..=MAX_LEVEL).contains(level) {
+                return Err(bad(format!(
+                    "level {level} is not one of this build's (1 to {MAX_LEVEL})"
+                )));
+            }
+            let recipe = levels::recipe(kind, *level)
+                .edit_from_level(edits, None)
+                .map_err(|e| bad(format!("the edits of level {level}: {e}")))?;
+            let actual = crc32fast::hash(recipe.to_text().as_bytes());
+            if actual != *crc {
+                return Err(bad(format!(
+                    "level {level} of {} with the stored edits is not the recipe the file was \
+                     written with (its CRC32 is {actual:08x}, not {crc:08x}): this build's \
+                     level {level} means another recipe",
+                    kind.name()
+                )));
+            }
+            recipe
+        }
+    };
+    if !recipe.is_resolved() {
+        return Err(bad(
+            "recipe: a stored recipe has its positions in bytes".into()
+        ));
+    }
+    Ok(recipe)
+}
+
+/// How `info` describes the stored form: `level N` with its edits, or `full text`.
+pub fn describe(stored: &StoredRecipe) -> String {
+    match stored {
+        StoredRecipe::Text(_) => "full recipe text".into(),
+        StoredRecipe::Level { level, edits, .. } if edits.is_empty() => format!("level {level}"),
+        StoredRecipe::Level { level, edits, .. } => format!("level {level} with {edits}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_level_is_stored_as_itself_and_expands_back() {
+        for kind in ModelKind::ALL {
+            for level in 1..=MAX_LEVEL {
+                let recipe = levels::recipe(kind, level);
+                let stored = store(&recipe);
+                let StoredRecipe::Level {
+                    level: l, edits, ..
+                } = &stored
+                else {
+                    panic!("{kind:?} level {level}: stored as {stored:?}");
+                };
+                // Levels 1 and 2 differ only in the table; each is found as itself.
+                assert_eq!((*l, edits.as_str()), (level, ""), "{kind:?}");
+                assert_eq!(expand(&stored).unwrap(), recipe);
+            }
+        }
+    }
+
+    #[test]
+    fn edited_levels_store_only_their_edits() {
+        let base = levels::recipe(ModelKind::Mamba1, 5);
+        for (edit, expect) in [
+            ("0..:train(lr=0.001)", "0..:train(lr=0.001)"),
+            ("cfg:seed=7 mix:table=20", "cfg:seed=7 mix:table=20"),
+            ("mix:off", "mix:off"),
+            // The stride that follows the window is written out: the printer compares values.
+            (
+                "0..1K:infer 1K..:train(bptt=8)",
+                "0..1K:infer 1K..:train(stride=8,bptt=8)",
+            ),
+        ] {
+            let recipe = base.edit_from_level(edit, None).unwrap();
+            let stored = store(&recipe);
+            let StoredRecipe::Level { level, edits, .. } = &stored else {
+                panic!("{edit}: stored as {stored:?}");
+            };
+            assert_eq!(*level, 5, "{edit}");
+            assert_eq!(edits, expect, "{edit}");
+            assert_eq!(expand(&stored).unwrap(), recipe, "{edit}");
+        }
+    }
+
+    #[test]
+    fn a_recipe_from_a_model_file_is_stored_whole() {
+        let level = levels::recipe(ModelKind::Rwkv7, 3);
+        let recipe = Recipe {
+            base: crate::recipe::Base::File {
+                config: level.config().clone(),
+                sha256: [7; 32],
+                name: Some("prior.safetensors".into()),
+            },
+            ..level
+        };
+        let stored = store(&recipe);
+        assert_eq!(stored, StoredRecipe::Text(recipe.to_text()));
+        assert_eq!(expand(&stored).unwrap(), recipe);
+    }
+
+    #[test]
+    fn a_header_whose_level_means_another_recipe_is_refused() {
+        let recipe = levels::recipe(ModelKind::Rwkv7, 4);
+        let StoredRecipe::Level {
+            model,
+            level,
+            edits,
+            crc,
+        } = store(&recipe)
+        else {
+            panic!("level 4 is stored as a level");
+        };
+        let other = StoredRecipe::Level {
+            model,
+            level: level + 1,
+            edits: edits.clone(),
+            crc,
+        };
+        let err = expand(&other).unwrap_err().to_string();
+        assert!(err.contains("means another recipe"), "{err}");
+        for (model, level, edits) in [
+            (9, 4, ""),
+            (model, 0, ""),
+            (model, 10, ""),
+            (model, 4, "cfg:x=1"),
+        ] {
+            let stored = StoredRecipe::Level {
+                model,
+                level,
+                edits: edits.into(),
+                crc,
+            };
+            assert!(expand(&stored).is_err(), "{model} {level} {edits}");
+        }
+    }
+}
