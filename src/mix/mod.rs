@@ -502,6 +502,10 @@ mod new_component_tests {
         let third = MixSpec {
             table: 16,
             matcher: 16,
+            indirect: false,
+            columns: false,
+            second: false,
+            runs: false,
             ..MixSpec::DEFAULT
         };
         let (a, b) = (cost(&second, &data), cost(&third, &data));
