@@ -114,18 +114,15 @@ impl Component for SecondByte {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests_support::{cost, plain};
+    use super::super::tests_support::{lcg, with_and_without};
     use super::*;
 
     /// Records of 4 bytes: a random tag byte that says which of two columns is predictable, a
     /// random byte, and two bytes of which only the one the tag names is fixed. What to trust
     /// for the last two bytes depends on the byte two back, through the weights only.
     fn tagged(records: usize) -> Vec<u8> {
-        let mut x = 13u32;
-        let mut next = move || {
-            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
-            (x >> 16) as u8
-        };
+        let mut bits = lcg(13);
+        let mut next = move || bits() as u8;
         let mut data = Vec::new();
         for _ in 0..records {
             let tag = next() & 1;
@@ -141,14 +138,7 @@ mod tests {
     #[test]
     fn the_second_byte_selector_chooses_weights_by_the_byte_two_back() {
         let data = tagged(3000);
-        let without = cost(&plain(), &data);
-        let with = cost(
-            &MixSpec {
-                second: true,
-                ..plain()
-            },
-            &data,
-        );
+        let (with, without) = with_and_without(&data, |m| m.second = true);
         assert!(with < 0.97 * without, "{with} vs {without}");
     }
 }

@@ -98,17 +98,13 @@ impl Family for Columns {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests_support::{cost, plain};
+    use super::super::tests_support::{lcg, with_and_without};
     use super::*;
 
     /// Lines of changing lengths, each the line before with one byte changed and one byte
     /// added or dropped at its end: the byte above predicts each byte, no fixed period does.
     fn drifting_lines(lines: usize) -> Vec<u8> {
-        let mut x = 3u32;
-        let mut next = move || {
-            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
-            x >> 16
-        };
+        let mut next = lcg(3);
         let mut line: Vec<u8> = (0..40).map(|_| b'a' + (next() % 26) as u8).collect();
         let mut data = Vec::new();
         for _ in 0..lines {
@@ -127,14 +123,7 @@ mod tests {
     #[test]
     fn the_byte_above_predicts_lines_of_changing_lengths() {
         let data = drifting_lines(150);
-        let without = cost(&plain(), &data);
-        let with = cost(
-            &MixSpec {
-                columns: true,
-                ..plain()
-            },
-            &data,
-        );
+        let (with, without) = with_and_without(&data, |m| m.columns = true);
         assert!(with < 0.7 * without, "{with} vs {without}");
     }
 }

@@ -73,18 +73,17 @@ impl Family for Indirect {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests_support::{cost, plain};
+    use super::super::tests_support::{lcg, with_and_without};
     use super::*;
 
     /// Pairs of a key and its value, where each key's value switches between two of its own
     /// every few hundred pairs: the last values after a key say which one holds now, sooner than
     /// the key's counters forget the other.
     fn switching_pairs(pairs: usize) -> Vec<u8> {
-        let mut x = 7u32;
+        let mut next = lcg(7);
         let mut data = Vec::new();
         for i in 0..pairs {
-            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
-            let key = (x >> 16) as u8 & 15;
+            let key = next() as u8 & 15;
             let epoch = (i / 400) as u8 & 1;
             data.push(b'a' + key);
             data.push(b'0' + (key * 7 + epoch * 5) % 10 + epoch * 10);
@@ -95,14 +94,7 @@ mod tests {
     #[test]
     fn indirect_contexts_follow_what_came_after_a_context_last_time() {
         let data = switching_pairs(3000);
-        let without = cost(&plain(), &data);
-        let with = cost(
-            &MixSpec {
-                indirect: true,
-                ..plain()
-            },
-            &data,
-        );
+        let (with, without) = with_and_without(&data, |m| m.indirect = true);
         // The keys are random (4 bits each, for any model); the values are what is judged.
         let keys = 4.0 * 3000.0;
         assert!(without > keys, "{without}");

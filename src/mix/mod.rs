@@ -229,6 +229,22 @@ mod tests_support {
         }
     }
 
+    /// Bits spent on `data` by [`plain`] and by [`plain`] with `add` applied: (with, without).
+    pub fn with_and_without(data: &[u8], add: impl Fn(&mut MixSpec)) -> (f64, f64) {
+        let mut spec = plain();
+        add(&mut spec);
+        (cost(&spec, data), cost(&plain(), data))
+    }
+
+    /// A small linear congruential generator for test data: 15 bits a call.
+    pub fn lcg(seed: u32) -> impl FnMut() -> u32 {
+        let mut x = seed;
+        move || {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            x >> 16
+        }
+    }
+
     /// A uniform network: every byte has the same share.
     pub fn uniform() -> Vec<u32> {
         (0..=256u32).map(|s| s << 16).collect()

@@ -160,17 +160,13 @@ fn table_bits(spec: &MixSpec) -> u32 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests_support::{cost, plain};
+    use super::super::tests_support::{lcg, with_and_without};
     use super::*;
 
     /// Random 5-byte keys, each followed by the byte its key was followed by the times before
     /// (a byte drawn once per key): after a key has come round, its byte is certain.
     fn keyed_bytes(records: usize) -> Vec<u8> {
-        let mut x = 9u32;
-        let mut next = move || {
-            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
-            x >> 16
-        };
+        let mut next = lcg(9);
         let keys: Vec<([u8; 5], u8)> = (0..40)
             .map(|_| ([0; 5].map(|_| next() as u8), next() as u8))
             .collect();
@@ -186,14 +182,7 @@ mod tests {
     #[test]
     fn a_run_predicts_the_byte_that_always_followed_its_context() {
         let data = keyed_bytes(2000);
-        let without = cost(&plain(), &data);
-        let with = cost(
-            &MixSpec {
-                runs: true,
-                ..plain()
-            },
-            &data,
-        );
+        let (with, without) = with_and_without(&data, |m| m.runs = true);
         assert!(with < 0.95 * without, "{with} vs {without}");
     }
 }
