@@ -115,7 +115,6 @@ impl Component for SecondByte {
 #[cfg(test)]
 mod tests {
     use super::super::tests_support::{lcg, with_and_without};
-    use super::*;
 
     /// Records of 4 bytes: a random tag byte that says which of two columns is predictable, a
     /// random byte, and two bytes of which only the one the tag names is fixed. What to trust

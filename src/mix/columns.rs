@@ -99,7 +99,6 @@ impl Family for Columns {
 #[cfg(test)]
 mod tests {
     use super::super::tests_support::{lcg, with_and_without};
-    use super::*;
 
     /// Lines of changing lengths, each the line before with one byte changed and one byte
     /// added or dropped at its end: the byte above predicts each byte, no fixed period does.
@@ -112,7 +111,7 @@ mod tests {
             data.push(b'\n');
             let at = next() as usize % line.len();
             line[at] = b'a' + (next() % 26) as u8;
-            match next() % 2 == 0 && line.len() < 60 || line.len() < 20 {
+            match next().is_multiple_of(2) && line.len() < 60 || line.len() < 20 {
                 true => line.push(b'a' + (next() % 26) as u8),
                 false => _ = line.pop(),
             }

@@ -74,7 +74,6 @@ impl Family for Indirect {
 #[cfg(test)]
 mod tests {
     use super::super::tests_support::{lcg, with_and_without};
-    use super::*;
 
     /// Pairs of a key and its value, where each key's value switches between two of its own
     /// every few hundred pairs: the last values after a key say which one holds now, sooner than

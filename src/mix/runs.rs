@@ -161,7 +161,6 @@ fn table_bits(spec: &MixSpec) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::super::tests_support::{lcg, with_and_without};
-    use super::*;
 
     /// Random 5-byte keys, each followed by the byte its key was followed by the times before
     /// (a byte drawn once per key): after a key has come round, its byte is certain.
