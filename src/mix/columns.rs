@@ -44,7 +44,7 @@ impl Family for Columns {
     }
 
     fn table_bits(spec: &MixSpec) -> Vec<u32> {
-        vec![spec.table.saturating_sub(2).max(12); 3]
+        vec![spec.quarter_table(); 3]
     }
 
     fn bytes(_spec: &MixSpec) -> usize {

@@ -36,7 +36,7 @@ impl Family for Indirect {
     }
 
     fn table_bits(spec: &MixSpec) -> Vec<u32> {
-        vec![spec.table.saturating_sub(2).max(12); 4]
+        vec![spec.quarter_table(); 4]
     }
 
     fn bytes(_spec: &MixSpec) -> usize {

@@ -20,6 +20,8 @@
 //!
 //! The third round's components are bits of the one key `ext` ([`spec::EXT_ALL`]); with `ext`
 //! 2 the word tables gain two contexts and with `ext` 16 the tables above order 1 are two-way.
+//! The fifth round's are bits of it too: [`indirect`] (32), [`columns`] (64), the selector by
+//! the byte two back ([`base::SecondByte`], 128) and [`runs`] (256).
 //!
 //! Its settings and their header keys are in [`spec`].
 //!

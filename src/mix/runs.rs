@@ -71,11 +71,11 @@ impl Component for Runs {
 
     fn declare(spec: &MixSpec, d: &mut Declare) {
         d.inputs(ORDERS.len());
-        d.memory(ORDERS.len() * (4 << table_bits(spec)));
+        d.memory(ORDERS.len() * (4 << spec.quarter_table()));
     }
 
     fn new(spec: &MixSpec) -> io::Result<Self> {
-        let bits = table_bits(spec);
+        let bits = spec.quarter_table();
         Ok(Runs {
             orders: ORDERS
                 .iter()
@@ -151,11 +151,6 @@ impl Component for Runs {
 /// The bit at `bit_index` (0 = the most significant) of `byte`.
 fn expected_bit(byte: u8, bit_index: u32) -> u32 {
     (byte as u32 >> (7 - bit_index)) & 1
-}
-
-/// Log2 of each order's slots: a quarter of the context tables' counters.
-fn table_bits(spec: &MixSpec) -> u32 {
-    spec.table.saturating_sub(2).max(12)
 }
 
 #[cfg(test)]

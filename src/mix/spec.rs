@@ -328,6 +328,12 @@ impl MixSpec {
         super::parts::declare(self)
     }
 
+    /// Log2 size of the fifth round's tables (indirect, columns, runs): a quarter of `table`,
+    /// at least the smallest table.
+    pub fn quarter_table(&self) -> u32 {
+        self.table.saturating_sub(2).max(*TABLE_BITS.start())
+    }
+
     /// Bytes of the context tables: most of the stage, held in memory maps of their own
     /// (src/mix/slots.rs) rather than on the heap.
     pub fn table_bytes(&self) -> usize {
