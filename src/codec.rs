@@ -686,7 +686,7 @@ pub fn decompress(
 /// The recipe of a header: complete, canonical, in bytes (expanded from its level when the
 /// header stores one).
 pub fn read_recipe(header: &format::Header) -> Result<Recipe, FormatError> {
-    compact::expand(&header.recipe)
+    compact::expand(&header.recipe, header.numerics_version)
 }
 
 /// Compresses a byte slice in memory (tests, benchmarks).

@@ -55,8 +55,8 @@ fn bad(why: String) -> FormatError {
     FormatError::BadHeader(why)
 }
 
-/// The recipe a header stores: complete, canonical, in bytes.
-pub fn expand(stored: &StoredRecipe) -> Result<Recipe, FormatError> {
+/// The recipe a header of numerics version `numerics` stores: complete, canonical, in bytes.
+pub fn expand(stored: &StoredRecipe, numerics: u8) -> Result<Recipe, FormatError> {
     let recipe = match stored {
         StoredRecipe::Text(text) => Recipe::parse(text).map_err(|e| bad(format!("recipe: {e}")))?,
         StoredRecipe::Level {
@@ -72,7 +72,7 @@ pub fn expand(stored: &StoredRecipe) -> Result<Recipe, FormatError> {
                     "level {level} is not one of this build's (1 to {MAX_LEVEL})"
                 )));
             }
-            let recipe = levels::recipe(kind, *level)
+            let recipe = levels::recipe_of(numerics, kind, *level)
                 .edit_from_level(edits, None)
                 .map_err(|e| bad(format!("the edits of level {level}: {e}")))?;
             let actual = crc32fast::hash(recipe.to_text().as_bytes());
@@ -107,6 +107,32 @@ pub fn describe(stored: &StoredRecipe) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::{NUMERICS_VERSION, OLDEST_NUMERICS_VERSION};
+
+    /// A file of an older numerics version stores its level as that version meant it, and
+    /// expands to the same recipe; the same header read as this version's is refused (its
+    /// level means another recipe now).
+    #[test]
+    fn an_older_numerics_versions_level_expands_to_what_it_meant() {
+        for kind in ModelKind::ALL {
+            for level in 1..=MAX_LEVEL {
+                let old = levels::recipe_of(OLDEST_NUMERICS_VERSION, kind, level);
+                assert_ne!(old, levels::recipe(kind, level), "{kind:?} {level}");
+                // As an older build stored it: the level and no edits.
+                let stored = StoredRecipe::Level {
+                    model: model_code(kind),
+                    level,
+                    edits: String::new(),
+                    crc: crc32fast::hash(old.to_text().as_bytes()),
+                };
+                assert_eq!(expand(&stored, OLDEST_NUMERICS_VERSION).unwrap(), old);
+                assert!(
+                    expand(&stored, NUMERICS_VERSION).is_err(),
+                    "{kind:?} {level}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn every_level_is_stored_as_itself_and_expands_back() {
@@ -122,7 +148,7 @@ mod tests {
                 };
                 // Levels 1 and 2 differ only in the table; each is found as itself.
                 assert_eq!((*l, edits.as_str()), (level, ""), "{kind:?}");
-                assert_eq!(expand(&stored).unwrap(), recipe);
+                assert_eq!(expand(&stored, NUMERICS_VERSION).unwrap(), recipe);
             }
         }
     }
@@ -147,7 +173,7 @@ mod tests {
             };
             assert_eq!(*level, 5, "{edit}");
             assert_eq!(edits, expect, "{edit}");
-            assert_eq!(expand(&stored).unwrap(), recipe, "{edit}");
+            assert_eq!(expand(&stored, NUMERICS_VERSION).unwrap(), recipe, "{edit}");
         }
     }
 
@@ -164,7 +190,7 @@ mod tests {
         };
         let stored = store(&recipe);
         assert_eq!(stored, StoredRecipe::Text(recipe.to_text()));
-        assert_eq!(expand(&stored).unwrap(), recipe);
+        assert_eq!(expand(&stored, NUMERICS_VERSION).unwrap(), recipe);
     }
 
     #[test]
@@ -185,7 +211,7 @@ mod tests {
             edits: edits.clone(),
             crc,
         };
-        let err = expand(&other).unwrap_err().to_string();
+        let err = expand(&other, NUMERICS_VERSION).unwrap_err().to_string();
         assert!(err.contains("means another recipe"), "{err}");
         for (model, level, edits) in [
             (9, 4, ""),
@@ -199,7 +225,10 @@ mod tests {
                 edits: edits.into(),
                 crc,
             };
-            assert!(expand(&stored).is_err(), "{model} {level} {edits}");
+            assert!(
+                expand(&stored, NUMERICS_VERSION).is_err(),
+                "{model} {level} {edits}"
+            );
         }
     }
 }

@@ -10,8 +10,9 @@
 //! A file written at a level stores only the level and what differs from it (src/compact.rs),
 //! so what each level means is part of the numerics version: a change here must bump
 //! `format::NUMERICS_VERSION`, as tests/golden_files.rs (the empty input at every level)
-//! reminds. Headers also carry the CRC32 of the recipe, so a build that forgets refuses old
-//! files instead of decoding them with another model.
+//! reminds, and [`recipe_of`] keeps what the levels meant in the older versions this build
+//! still decodes. Headers also carry the CRC32 of the recipe, so a build that forgets refuses
+//! old files instead of decoding them with another model.
 
 use crate::recipe::{Action, ModelConfig, ModelKind, Recipe, TrainSpec};
 
@@ -140,8 +141,28 @@ pub fn default_recipe(kind: ModelKind) -> Recipe {
     recipe(kind, DEFAULT_LEVEL)
 }
 
-/// The recipe of a level (clamped to 1..=9) for a model.
+/// The recipe of a level (clamped to 1..=9) for a model, as this build writes it.
 pub fn recipe(kind: ModelKind, level: u8) -> Recipe {
+    table_recipe(kind, level)
+}
+
+/// The recipe a level meant in files of numerics version `numerics`, which the header gives
+/// (`format::OLDEST_NUMERICS_VERSION` to `format::NUMERICS_VERSION`). In version 2 no level
+/// had the stage's recent bits and second sparse contexts (`ext` 512 and 1024); the rest of
+/// the table is the same.
+pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
+    let mut recipe = table_recipe(kind, level);
+    if numerics <= 2
+        && let Some(mix) = recipe.mix.as_mut()
+    {
+        mix.recent = false;
+        mix.sparse2 = false;
+    }
+    recipe
+}
+
+/// The recipe of [`LEVELS`]' entry.
+fn table_recipe(kind: ModelKind, level: u8) -> Recipe {
     let entry = &LEVELS[(level.clamp(1, MAX_LEVEL) - 1) as usize];
     let text = match kind {
         ModelKind::Mamba1 => entry.mamba1,

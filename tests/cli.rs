@@ -682,7 +682,7 @@ fn info_describes_without_decoding() {
     let info = String::from_utf8_lossy(&out.stdout);
     for needle in [
         "format version:   2".to_string(),
-        "numerics version: 2".to_string(),
+        format!("numerics version: {}", lmzip::format::NUMERICS_VERSION),
         "recipe:           mamba1 cfg:hidden=16,".to_string(),
         "header:           ".to_string(),
         " bytes, stored as level ".to_string(),

@@ -8,9 +8,12 @@
 //!   ([`lmzip::codec::frame_words`]). So old files still decode, and the computation is the
 //!   one they were written with.
 //! - `tests/golden/v2/*.lmz` are this build's format (version 2: a level and its edits in the
-//!   header, stored frames): level recipes as they are and edited, a frame stored as it is,
-//!   and the empty input at every level of both models (which pins what each level means).
-//!   Each must decode to its input and be reproduced byte for byte by compressing it again.
+//!   header, stored frames) as builds of numerics version 2 wrote it: level recipes as they
+//!   are and edited, a frame stored as it is, and the empty input at every level of both
+//!   models (which pins what each level means). Each must decode to its input, with the level
+//!   as numerics version 2 meant it, and compressing it again must give the same frames.
+//! - `tests/golden/v2-n3/*.lmz` are the same files as this build (numerics version 3) writes
+//!   them: each must decode and be reproduced byte for byte.
 //!
 //! Changing these files is a numerics or format version decision (docs/determinism.md). If a
 //! change makes them fail, either it altered what the encoder computes by accident (fix it), or
@@ -55,6 +58,9 @@ const THIRD_MIX: &str = "mix:table=16,match=16,record=1,ext=31";
 /// The default stage of the fourth round, before the fifth round's `ext` bits (indirect, columns,
 /// the second byte's selector, runs) (small tables, as `common::SMALL_MIX`).
 const FOURTH_MIX: &str = "mix:table=16,match=16,ext=31";
+/// The default stage of the fifth round, before the recent bits and the second sparse contexts
+/// (small tables, as `common::SMALL_MIX`).
+const FIFTH_MIX: &str = "mix:table=16,match=16,ext=511";
 
 /// Every golden recipe with its file name, e.g. `rwkv7-adam-bptt8.lmz`: every model and mode,
 /// and with the mixing stage prediction only and Adam over segments — as first written
@@ -74,7 +80,7 @@ fn golden_recipes() -> Vec<(String, Recipe)> {
     let second = kinds.map(|kind| adam8(kind).edit(SECOND_MIX, None).unwrap());
     let third = kinds.map(|kind| adam8(kind).edit(THIRD_MIX, None).unwrap());
     let fourth = kinds.map(|kind| adam8(kind).edit(FOURTH_MIX, None).unwrap());
-    let current = kinds.map(|kind| common::with_mix(&adam8(kind)));
+    let fifth = kinds.map(|kind| adam8(kind).edit(FIFTH_MIX, None).unwrap());
     // Losses weighed by the coded bits: with the stage over segments, and alone one step at a
     // time.
     let focus = |kind, bptt| {
@@ -94,7 +100,7 @@ fn golden_recipes() -> Vec<(String, Recipe)> {
         .chain(second)
         .chain(third)
         .chain(fourth)
-        .chain(current)
+        .chain(fifth)
         .chain(focused)
         .map(|r| (golden_name(&r), r))
         .collect()
@@ -165,7 +171,7 @@ fn version_1_golden_files_decode_and_their_words_are_recomputed() {
         );
         assert_eq!(
             header.numerics_version,
-            format::NUMERICS_VERSION,
+            format::OLDEST_NUMERICS_VERSION,
             "{name}: made with another numerics version; see this test's comment"
         );
         let decoded = decompress_bytes(&file).unwrap_or_else(|e| panic!("{name}: {e:#}"));
@@ -193,8 +199,9 @@ fn version_1_golden_files_decode_and_their_words_are_recomputed() {
     }
 }
 
-/// Every golden file of format version 2: its name, recipe and input.
-fn v2_golden() -> Vec<(String, Recipe, Vec<u8>)> {
+/// Every golden file of format version 2 as a build of numerics version `numerics` writes it:
+/// its name, recipe and input.
+fn v2_golden(numerics: u8) -> Vec<(String, Recipe, Vec<u8>)> {
     let text = input();
     let mut random = Vec::new();
     let mut x = 0x2545_f491_4f6c_dd1du64;
@@ -204,17 +211,18 @@ fn v2_golden() -> Vec<(String, Recipe, Vec<u8>)> {
         x ^= x << 17;
         random.push((x >> 56) as u8);
     }
+    let level = |kind, level| levels::recipe_of(numerics, kind, level);
     let mut out = Vec::new();
     for kind in [ModelKind::Mamba1, ModelKind::Rwkv7] {
         let model = kind.name();
-        let level1 = levels::recipe(kind, 1);
-        let edited = levels::recipe(kind, 2)
+        let level1 = level(kind, 1);
+        let edited = level(kind, 2)
             .edit_from_level(
                 "cfg:layers=2,seed=5 mix:table=16 0..:train(lr=0.003,bptt=8)",
                 None,
             )
             .unwrap();
-        let scheduled = levels::recipe(kind, 1)
+        let scheduled = level(kind, 1)
             .edit_from_level("mix:off 0..1K:infer 1K..:repeat(512:train,512:infer)", None)
             .unwrap();
         out.push((format!("{model}-level1.lmz"), level1.clone(), text.clone()));
@@ -225,11 +233,10 @@ fn v2_golden() -> Vec<(String, Recipe, Vec<u8>)> {
             text.clone(),
         ));
         out.push((format!("{model}-level1-random.lmz"), level1, random.clone()));
-        for level in 1..=levels::MAX_LEVEL {
-            let recipe = levels::recipe(kind, level);
+        for l in 1..=levels::MAX_LEVEL {
             out.push((
-                format!("{model}-level{level}-empty.lmz"),
-                recipe,
+                format!("{model}-level{l}-empty.lmz"),
+                level(kind, l),
                 Vec::new(),
             ));
         }
@@ -237,17 +244,37 @@ fn v2_golden() -> Vec<(String, Recipe, Vec<u8>)> {
     out
 }
 
-#[test]
-fn version_2_golden_files_decode_and_are_reproduced_byte_for_byte() {
-    let dir = golden_dir().join("v2");
-    let golden = v2_golden();
+/// The directory of the format version 2 golden files of a numerics version: `v2/` for
+/// version 2, `v2-n3/` for 3, and so on.
+fn v2_dir(numerics: u8) -> PathBuf {
+    match numerics {
+        2 => golden_dir().join("v2"),
+        n => golden_dir().join(format!("v2-n{n}")),
+    }
+}
+
+/// Checks the golden files of a numerics version: the set, that each is stored as a level
+/// and decodes to its input, and that compressing the input again with the recipe gives the
+/// same frames and trailer (`whole`: and the same header, for the version this build writes).
+fn check_v2_golden(numerics: u8, whole: bool) {
+    let dir = v2_dir(numerics);
+    let golden = v2_golden(numerics);
     let mut expected: Vec<String> = golden.iter().map(|(name, ..)| name.clone()).collect();
     expected.sort();
-    assert_eq!(present(&dir), expected, "the version 2 golden files");
+    assert_eq!(
+        present(&dir),
+        expected,
+        "the golden files of {}",
+        dir.display()
+    );
     for (name, recipe, data) in golden {
         let file = fs::read(dir.join(&name)).unwrap();
         let header = format::read_header(&mut &file[..]).unwrap();
-        assert_eq!(header.format_version, 2, "{name}");
+        assert_eq!(
+            (header.format_version, header.numerics_version),
+            (2, numerics),
+            "{name}"
+        );
         assert!(
             matches!(header.recipe, format::StoredRecipe::Level { .. }),
             "{name}: a level's recipe is stored as a level"
@@ -260,8 +287,13 @@ fn version_2_golden_files_decode_and_are_reproduced_byte_for_byte() {
         let decoded = decompress_bytes(&file).unwrap_or_else(|e| panic!("{name}: {e:#}"));
         assert!(decoded == data, "{name}: decodes to other bytes");
         let again = compress_bytes(&recipe, &data).unwrap();
+        let again_header = format::read_header(&mut &again[..]).unwrap();
+        let (body, again_body) = (
+            &file[header.len as usize..],
+            &again[again_header.len as usize..],
+        );
         assert!(
-            again == file,
+            body == again_body && (!whole || again == file),
             "{name}: compressing the input again gives other bytes ({} instead of {}); see \
              this test's comment",
             again.len(),
@@ -276,14 +308,27 @@ fn version_2_golden_files_decode_and_are_reproduced_byte_for_byte() {
     );
 }
 
-/// Writes every golden file of the format this build writes (version 2). Run on purpose only
-/// (see the module comment); the version 1 files and the input stay as they were written.
+/// Files of numerics version 2 (the levels before the stage's recent bits and second sparse
+/// contexts) decode, and their frames are recomputed from the level as version 2 meant it.
 #[test]
-#[ignore = "rewrites tests/golden/v2/; a numerics or format version decision"]
+fn version_2_golden_files_of_numerics_2_decode_and_their_frames_are_recomputed() {
+    check_v2_golden(format::OLDEST_NUMERICS_VERSION, false);
+}
+
+#[test]
+fn version_2_golden_files_of_this_numerics_version_are_reproduced_byte_for_byte() {
+    check_v2_golden(format::NUMERICS_VERSION, true);
+}
+
+/// Writes every golden file of the format and numerics version this build writes. Run on
+/// purpose only (see the module comment); the files of older versions and the input stay as
+/// they were written.
+#[test]
+#[ignore = "rewrites tests/golden/v2-nN/; a numerics or format version decision"]
 fn regenerate_golden_files() {
-    let dir = golden_dir().join("v2");
+    let dir = v2_dir(format::NUMERICS_VERSION);
     fs::create_dir_all(&dir).unwrap();
-    for (name, recipe, data) in v2_golden() {
+    for (name, recipe, data) in v2_golden(format::NUMERICS_VERSION) {
         let packed = compress_bytes(&recipe, &data).unwrap();
         fs::write(dir.join(&name), &packed).unwrap();
         eprintln!("{name}: {} bytes", packed.len());

@@ -246,7 +246,7 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
         1u32..=64,
     );
     let later = (any::<bool>(), any::<bool>(), any::<bool>(), 0u32..=2);
-    let third = 0u32..=511;
+    let third = 0u32..=2047;
     proptest::option::of((first, later, third).prop_map(
         |(
             (orders, word, sparse, matcher, sse, table, rate),
@@ -274,6 +274,8 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
                 columns: ext & 64 != 0,
                 second: ext & 128 != 0,
                 runs: ext & 256 != 0,
+                recent: ext & 512 != 0,
+                sparse2: ext & 1024 != 0,
             }
         },
     ))

@@ -673,11 +673,12 @@ fn info_one(input: &Input, verbosity: Verbosity) -> Result<()> {
 
 /// The numerics version of a file and whether this build decodes it.
 fn numerics_text(version: u8) -> String {
-    if version == format::NUMERICS_VERSION {
+    if (format::OLDEST_NUMERICS_VERSION..=format::NUMERICS_VERSION).contains(&version) {
         format!("{version} (decodable by this build)")
     } else {
         format!(
-            "{version} (this build computes version {}: cannot decode; {})",
+            "{version} (this build computes versions {} to {}: cannot decode; {})",
+            format::OLDEST_NUMERICS_VERSION,
             format::NUMERICS_VERSION,
             format::which_release_decodes(version)
         )

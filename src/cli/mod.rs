@@ -148,12 +148,14 @@ fn start_pool(threads: usize) -> Result<pool::Pool, (u8, String)> {
 }
 
 /// The version line: the release, and the versions of the file format and of the numerics a
-/// build writes and reads (a file decodes only with its own numerics version).
+/// build writes and reads (a file decodes only with a numerics version the build computes).
 pub fn version_text() -> String {
     format!(
-        "{} (format version {}, numerics version {})",
+        "{} (format version {}, numerics version {}; decodes numerics {} to {})",
         env!("CARGO_PKG_VERSION"),
         crate::format::FORMAT_VERSION,
+        crate::format::NUMERICS_VERSION,
+        crate::format::OLDEST_NUMERICS_VERSION,
         crate::format::NUMERICS_VERSION
     )
 }

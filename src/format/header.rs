@@ -85,13 +85,13 @@ pub fn write_header(w: &mut impl Write, recipe: &StoredRecipe) -> io::Result<u64
     Ok(buf.len() as u64)
 }
 
-/// Writes a version 1 header, as builds before version 2 did: kept so that tests can make the
-/// old files this build must go on reading.
-pub fn write_v1_header(w: &mut impl Write, recipe_text: &str) -> io::Result<u64> {
+/// Writes a version 1 header, as builds before version 2 did, with the numerics version byte
+/// given: kept so that tests can make the old files this build must go on reading.
+pub fn write_v1_header(w: &mut impl Write, numerics: u8, recipe_text: &str) -> io::Result<u64> {
     let mut buf = Vec::with_capacity(16 + recipe_text.len());
     buf.extend_from_slice(&MAGIC);
     buf.push(1);
-    buf.push(super::NUMERICS_VERSION);
+    buf.push(numerics);
     buf.extend_from_slice(&0u16.to_le_bytes());
     buf.extend_from_slice(&(recipe_text.len() as u32).to_le_bytes());
     buf.extend_from_slice(recipe_text.as_bytes());

@@ -32,8 +32,11 @@ pub const FORMAT_VERSION: u8 = 2;
 /// The oldest layout this build reads.
 pub const OLDEST_FORMAT_VERSION: u8 = 1;
 /// Version of the computation: bumped whenever the bytes the encoder produces for a recipe
-/// change (model math, quantisation, training order). A file decodes only with the same version.
-pub const NUMERICS_VERSION: u8 = 2;
+/// change (model math, quantisation, training order, what a level means).
+pub const NUMERICS_VERSION: u8 = 3;
+/// The oldest numerics version this build still computes. Version 2 differs from 3 only in
+/// what the levels mean (src/levels.rs, [`crate::levels::recipe_of`]), so its files decode.
+pub const OLDEST_NUMERICS_VERSION: u8 = 2;
 /// Input bytes per frame. A frame is coded as a whole, so this bounds memory on both sides.
 pub const FRAME_MAX: usize = 1 << 20;
 /// Largest accepted recipe text.
@@ -114,7 +117,7 @@ impl std::error::Error for FormatError {}
 /// Which builds decode files of a numerics version (docs/determinism.md keeps the history).
 pub fn which_release_decodes(numerics: u8) -> String {
     let history = "docs/determinism.md, \"Numerics versions\"";
-    if numerics < NUMERICS_VERSION {
+    if numerics < OLDEST_NUMERICS_VERSION {
         format!(
             "an earlier lmzip build, one whose `lmzip --version` shows numerics version \
              {numerics}, decodes it; see {history}"
@@ -150,7 +153,7 @@ pub(crate) fn read_u32(r: &mut impl Read, what: &'static str) -> anyhow::Result<
 
 /// Refuses a file whose numerics this build does not compute.
 pub fn check_numerics(header: &Header) -> Result<(), FormatError> {
-    if header.numerics_version != NUMERICS_VERSION {
+    if !(OLDEST_NUMERICS_VERSION..=NUMERICS_VERSION).contains(&header.numerics_version) {
         return Err(FormatError::NumericsMismatch {
             file: header.numerics_version,
             build: NUMERICS_VERSION,
@@ -289,7 +292,7 @@ mod tests {
     /// A member of version 1, as earlier builds wrote it.
     fn sample_v1() -> Vec<u8> {
         let mut f = Vec::new();
-        write_v1_header(&mut f, "{\"x\":1}").unwrap();
+        write_v1_header(&mut f, NUMERICS_VERSION, "{\"x\":1}").unwrap();
         write_v1_frame(&mut f, 3, &[1, 2]).unwrap();
         write_v1_end(&mut f, 3, 0xDEAD_BEEF).unwrap();
         f
@@ -430,16 +433,32 @@ mod tests {
     }
 
     #[test]
+    fn the_numerics_versions_this_build_computes_are_accepted() {
+        let mut f = Vec::new();
+        write_header(&mut f, &text_recipe()).unwrap();
+        let mut header = read_header(&mut &f[..]).unwrap();
+        for (numerics, ok) in [
+            (OLDEST_NUMERICS_VERSION - 1, false),
+            (OLDEST_NUMERICS_VERSION, true),
+            (NUMERICS_VERSION, true),
+            (NUMERICS_VERSION + 1, false),
+        ] {
+            header.numerics_version = numerics;
+            assert_eq!(check_numerics(&header).is_ok(), ok, "{numerics}");
+        }
+    }
+
+    #[test]
     fn a_foreign_numerics_version_names_the_build_that_decodes_it() {
         let old = FormatError::NumericsMismatch {
-            file: NUMERICS_VERSION - 1,
+            file: OLDEST_NUMERICS_VERSION - 1,
             build: NUMERICS_VERSION,
         }
         .to_string();
         assert!(
             old.contains(&format!(
                 "`lmzip --version` shows numerics version {}",
-                NUMERICS_VERSION - 1
+                OLDEST_NUMERICS_VERSION - 1
             )),
             "{old}"
         );

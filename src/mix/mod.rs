@@ -442,14 +442,15 @@ mod new_component_tests {
             p: 3400,
             n: 1,
             deterministic: true,
+            recent: 0,
         };
-        let before = confidence_input(&mut map, Some(once));
+        let before = confidence_input(&mut map, Some(once), false);
         // Contexts seen once with a 1 are followed by a 1 again, every time.
         for _ in 0..500 {
-            confidence_input(&mut map, Some(once));
+            confidence_input(&mut map, Some(once), false);
             map.update(1);
         }
-        let after = confidence_input(&mut map, Some(once));
+        let after = confidence_input(&mut map, Some(once), false);
         assert!(before <= stretch(3400) + 16, "{before}");
         assert!(after > stretch(3900), "{after}");
         // A context with a mixed history at the same probability is left as it was.
@@ -457,7 +458,7 @@ mod new_component_tests {
             deterministic: false,
             ..once
         };
-        assert!(confidence_input(&mut map, Some(mixed)) < stretch(3600));
+        assert!(confidence_input(&mut map, Some(mixed), false) < stretch(3600));
     }
 
     /// Words from a small vocabulary where the next word follows from the two before it (and

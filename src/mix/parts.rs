@@ -13,7 +13,7 @@ use super::component::{Component, Declare, Push, Shared, components};
 use super::indirect::Indirect;
 use super::matcher::MatchModel;
 use super::netmaps::NetMaps;
-use super::orders::{Orders, Sparse};
+use super::orders::{Orders, Sparse, Sparse2};
 use super::record::RecordTables;
 use super::runs::Runs;
 use super::spec::MixSpec;
@@ -49,4 +49,6 @@ components! {
     second_byte: SecondByte,
     /// The run model (`ext` 256).
     runs: Runs,
+    /// More sparse and aligned contexts (`ext` 1024).
+    sparse2: Tables<Sparse2>,
 }

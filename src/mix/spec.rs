@@ -64,6 +64,11 @@ pub struct MixSpec {
     /// (256) The run model: per context of the last 1–6 bytes, the byte that followed it and
     /// how many times in a row (src/mix/runs.rs).
     pub runs: bool,
+    /// (512) Every counter keeps the last two bits of its context, and its confidence map
+    /// reads them with its count (what came lately, beside the average).
+    pub recent: bool,
+    /// (1024) More sparse and word-aligned contexts, for binaries (src/mix/orders.rs).
+    pub sparse2: bool,
 }
 
 /// Most memory the stage may take in this build: a header asking for more is refused before
@@ -211,6 +216,8 @@ pub static KEYS: [MixKey; 12] = [
                 | (m.columns as u32) << 6
                 | (m.second as u32) << 7
                 | (m.runs as u32) << 8
+                | (m.recent as u32) << 9
+                | (m.sparse2 as u32) << 10
         },
         set: |m, v| {
             m.fin = v & EXT_FIN != 0;
@@ -222,12 +229,14 @@ pub static KEYS: [MixKey; 12] = [
             m.columns = v & EXT_COLUMNS != 0;
             m.second = v & EXT_SECOND != 0;
             m.runs = v & EXT_RUNS != 0;
+            m.recent = v & EXT_RECENT != 0;
+            m.sparse2 = v & EXT_SPARSE2 != 0;
         },
         check: |v| match v <= EXT_ALL {
             true => Ok(()),
             false => Err(format!(
                 "mix ext {v} is out of range (0..={EXT_ALL}: a sum of fin 1, words 2, decay 4, \
-                 nmap 8, ways 16, ind 32, columns 64, second 128, runs 256)"
+                 nmap 8, ways 16, ind 32, columns 64, second 128, runs 256, recent 512, sparse2 1024)"
             )),
         },
         implicit: Some(0),
@@ -256,7 +265,9 @@ pub const EXT_IND: u32 = 32;
 pub const EXT_COLUMNS: u32 = 64;
 pub const EXT_SECOND: u32 = 128;
 pub const EXT_RUNS: u32 = 256;
-pub const EXT_ALL: u32 = 511;
+pub const EXT_RECENT: u32 = 512;
+pub const EXT_SPARSE2: u32 = 1024;
+pub const EXT_ALL: u32 = 2047;
 
 /// A 0/1 switch.
 fn flag(v: u32, key: &str) -> Result<(), String> {
@@ -291,6 +302,8 @@ impl MixSpec {
         columns: true,
         second: true,
         runs: true,
+        recent: true,
+        sparse2: true,
     };
 
     /// `self` with every key that has an implicit value ([`MixKey::implicit`]) set to it: the
@@ -334,6 +347,14 @@ impl MixSpec {
         self.table.saturating_sub(2).max(*TABLE_BITS.start())
     }
 
+    /// Contexts of each table's confidence map.
+    pub fn conf_contexts(&self) -> usize {
+        match self.recent {
+            true => CONF_CONTEXTS * 4,
+            false => CONF_CONTEXTS,
+        }
+    }
+
     /// Bytes of the context tables: most of the stage, held in memory maps of their own
     /// (src/mix/slots.rs) rather than on the heap.
     pub fn table_bytes(&self) -> usize {
@@ -356,5 +377,6 @@ impl MixSpec {
 /// alone first (tables of [`SMALL_TABLE_BITS`]), then pairs.
 pub(super) const SPARSE: [u64; 4] = [0xff00, 0xff00_0000, 0xff_ff00, 0xff_00ff];
 
-/// Contexts of each counter's confidence map: count 0..=15 × deterministic so far.
+/// Contexts of each counter's confidence map: count 0..=15 × deterministic so far (× the last
+/// two bits with `ext` 512, [`MixSpec::conf_contexts`]).
 pub(super) const CONF_CONTEXTS: usize = 32;

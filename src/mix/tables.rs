@@ -13,7 +13,7 @@ use super::apm::Apm;
 use super::component::{Component, Declare, Push, Shared};
 use super::counters::{Counter, CounterTable, Position, with_partial};
 use super::logistic::stretch;
-use super::spec::{CONF_CONTEXTS, MixSpec};
+use super::spec::MixSpec;
 
 /// A family of context tables.
 pub trait Family: Sized {
@@ -40,6 +40,13 @@ pub trait Family: Sized {
 
     /// The context hash of each of its tables for the next byte.
     fn contexts(&self, s: &Shared, out: &mut [u32]);
+
+    /// Whether its tables predict and learn the next byte (asked with [`Family::contexts`]):
+    /// a family for one kind of data may sit out the others, pushing zeros, which the mixer
+    /// reads as no opinion.
+    fn active(&self) -> bool {
+        true
+    }
 }
 
 /// The counter tables of a family, as a component.
@@ -52,6 +59,10 @@ pub struct Tables<F> {
     slots: Vec<Position>,
     /// Per table, with `conf`: the map from a counter's history to a probability.
     confidence: Vec<Apm>,
+    /// The confidence maps read the counters' last two bits (`ext` 512).
+    recent: bool,
+    /// What [`Family::active`] said for the current byte.
+    active: bool,
 }
 
 impl<F: Family> Component for Tables<F> {
@@ -64,7 +75,7 @@ impl<F: Family> Component for Tables<F> {
             d.table(bits);
             d.inputs(2 + spec.conf as usize);
             if spec.conf {
-                d.memory(Apm::bytes(CONF_CONTEXTS));
+                d.memory(Apm::bytes(spec.conf_contexts()));
             }
         }
         d.memory(F::bytes(spec));
@@ -76,35 +87,57 @@ impl<F: Family> Component for Tables<F> {
             family: F::new(spec)?,
             tables: bits
                 .iter()
-                .map(|&b| match spec.ways && b > 16 {
-                    true => CounterTable::two_way(b),
-                    false => CounterTable::new(b),
+                .map(|&b| {
+                    let table = match spec.ways && b > 16 {
+                        true => CounterTable::two_way(b)?,
+                        false => CounterTable::new(b)?,
+                    };
+                    Ok(if spec.recent {
+                        table.keep_recent()
+                    } else {
+                        table
+                    })
                 })
                 .collect::<io::Result<_>>()?,
             contexts: vec![0; bits.len()],
             slots: vec![Position::default(); bits.len()],
             confidence: match spec.conf {
-                true => bits.iter().map(|_| Apm::new(CONF_CONTEXTS, 6)).collect(),
+                true => bits
+                    .iter()
+                    .map(|_| Apm::new(spec.conf_contexts(), 6))
+                    .collect(),
                 false => Vec::new(),
             },
+            recent: spec.recent,
+            active: true,
         })
     }
 
     #[inline]
     fn predict(&mut self, s: &Shared, m: &mut Push) {
+        if !self.active {
+            let per_table = 2 + !self.confidence.is_empty() as usize;
+            for _ in 0..self.tables.len() * per_table {
+                m.add(0);
+            }
+            return;
+        }
         for (t, table) in self.tables.iter().enumerate() {
             let at = table.find(with_partial(self.contexts[t], s.c0));
             self.slots[t] = at;
             let counter = table.get_at(at);
             m.counter(counter);
             if let Some(map) = self.confidence.get_mut(t) {
-                m.add(confidence_input(map, counter));
+                m.add(confidence_input(map, counter, self.recent));
             }
         }
     }
 
     #[inline]
     fn prefetch(&self, _s: &Shared, c0: u32) {
+        if !self.active {
+            return;
+        }
         for (table, &context) in self.tables.iter().zip(&self.contexts) {
             table.prefetch(with_partial(context, c0));
         }
@@ -112,6 +145,9 @@ impl<F: Family> Component for Tables<F> {
 
     #[inline]
     fn update(&mut self, _s: &Shared, bit: u32) {
+        if !self.active {
+            return;
+        }
         for map in &mut self.confidence {
             map.update(bit);
         }
@@ -127,6 +163,7 @@ impl<F: Family> Component for Tables<F> {
     fn set_network(&mut self, s: &Shared) {
         if F::READS_NETWORK {
             self.family.contexts(s, &mut self.contexts);
+            self.active = self.family.active();
             self.prefetch(s, 1);
         }
     }
@@ -134,16 +171,23 @@ impl<F: Family> Component for Tables<F> {
     fn start_byte(&mut self, s: &Shared) {
         if !F::READS_NETWORK {
             self.family.contexts(s, &mut self.contexts);
+            self.active = self.family.active();
         }
     }
 }
 
 /// A counter's third mixer input (`mix:conf=1`): its probability refined by `map` in the
 /// context of its count and whether its history was deterministic, stretched.
-pub fn confidence_input(map: &mut Apm, counter: Option<Counter>) -> i32 {
+pub fn confidence_input(map: &mut Apm, counter: Option<Counter>, recent: bool) -> i32 {
     let (p, cx) = match counter {
         None => (2048, 0),
-        Some(c) => (c.p, (c.n.min(15) as usize) << 1 | c.deterministic as usize),
+        Some(c) => {
+            let history = (c.n.min(15) as usize) << 1 | c.deterministic as usize;
+            match recent {
+                true => (c.p, history << 2 | c.recent as usize),
+                false => (c.p, history),
+            }
+        }
     };
     stretch(map.refine(p, cx))
 }
