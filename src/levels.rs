@@ -148,8 +148,8 @@ pub fn recipe(kind: ModelKind, level: u8) -> Recipe {
 
 /// The recipe a level meant in files of numerics version `numerics`, which the header gives
 /// (`format::OLDEST_NUMERICS_VERSION` to `format::NUMERICS_VERSION`). In version 2 no level
-/// had the stage's recent bits and second sparse contexts (`ext` 512 and 1024); the rest of
-/// the table is the same.
+/// had the stage's recent bits, second sparse contexts and nesting contexts (`ext` 512, 1024
+/// and 2048); the rest of the table is the same.
 pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
     let mut recipe = table_recipe(kind, level);
     if numerics <= 2
@@ -157,6 +157,7 @@ pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
     {
         mix.recent = false;
         mix.sparse2 = false;
+        mix.nest = false;
     }
     recipe
 }

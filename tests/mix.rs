@@ -52,6 +52,7 @@ fn every_configuration_of_the_stage_round_trips() {
         "mix:orders=3,word=1,sparse=1,match=16,sse=1,table=14,rate=3,ext=480",
         "mix:orders=6,word=1,sparse=1,match=16,sse=1,table=16,rate=3,ext=511",
         "mix:orders=6,word=1,sparse=1,match=16,sse=1,table=16,rate=3,ext=2047",
+        "mix:orders=3,word=1,sparse=0,match=12,sse=1,table=12,ext=2560",
         "mix:orders=2,word=0,sparse=0,match=12,sse=1,table=12,ext=1536",
     ] {
         let recipe = base.edit(mix, None).unwrap();
@@ -90,7 +91,7 @@ fn the_header_stores_the_stage_and_the_decoder_runs_it() {
             .edit("mix:", None)
             .unwrap()
             .to_text()
-            .contains(",rate=3,conf=1,pword=1,select=1,record=2,ext=2047 0..:")
+            .contains(",rate=3,conf=1,pword=1,select=1,record=2,ext=4095 0..:")
     );
     let later_text = later.to_text();
     assert!(
@@ -137,7 +138,7 @@ fn stored_recipes_without_the_later_keys_read_as_before() {
     // As a file written then stores it: without the later keys.
     let stored = recipe
         .to_text()
-        .replace(",conf=1,pword=1,select=1,record=2,ext=2047", "");
+        .replace(",conf=1,pword=1,select=1,record=2,ext=4095", "");
     assert!(stored.contains(" mix:orders=4,word=1,sparse=0,match=14,sse=1,table=14,rate=7 0..:"));
     let back = lmzip::recipe::Recipe::parse(&stored).unwrap();
     let mix = back.mix.unwrap();
@@ -163,8 +164,8 @@ fn stored_recipes_without_the_later_keys_read_as_before() {
 fn a_header_with_absurd_values_of_the_later_keys_is_refused() {
     let recipe = with_mix(&tiny(ModelKind::Mamba1, None, 1));
     let packed = compress_bytes(&recipe, &text(300)).unwrap();
-    for bad in ["ext=2048", "ext=4000"] {
-        let text = recipe.to_text().replace("ext=2047", bad);
+    for bad in ["ext=4096", "ext=9000"] {
+        let text = recipe.to_text().replace("ext=4095", bad);
         let err = lmzip::recipe::Recipe::parse(&text).unwrap_err().to_string();
         assert!(err.contains("out of range"), "{bad}: {err}");
         // The same in a file's header, whole or as a level's edits: the decoder refuses it

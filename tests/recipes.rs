@@ -246,7 +246,7 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
         1u32..=64,
     );
     let later = (any::<bool>(), any::<bool>(), any::<bool>(), 0u32..=2);
-    let third = 0u32..=2047;
+    let third = 0u32..=4095;
     proptest::option::of((first, later, third).prop_map(
         |(
             (orders, word, sparse, matcher, sse, table, rate),
@@ -276,6 +276,7 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
                 runs: ext & 256 != 0,
                 recent: ext & 512 != 0,
                 sparse2: ext & 1024 != 0,
+                nest: ext & 2048 != 0,
             }
         },
     ))

@@ -21,7 +21,9 @@
 //! The third round's components are bits of the one key `ext` ([`spec::EXT_ALL`]); with `ext`
 //! 2 the word tables gain two contexts and with `ext` 16 the tables above order 1 are two-way.
 //! The fifth round's are bits of it too: [`indirect`] (32), [`columns`] (64), the selector by
-//! the byte two back ([`base::SecondByte`], 128) and [`runs`] (256).
+//! the byte two back ([`base::SecondByte`], 128) and [`runs`] (256). So are the sixth's: the
+//! counters' recent bits ([`counters`], 512), the second sparse contexts for binaries
+//! ([`orders::Sparse2`], 1024) and [`nesting`] for code and markup (2048).
 //!
 //! Its settings and their header keys are in [`spec`].
 //!
@@ -38,6 +40,7 @@ pub mod indirect;
 pub mod logistic;
 pub mod matcher;
 pub mod mixer;
+pub mod nesting;
 pub mod netmaps;
 pub mod orders;
 pub mod parts;

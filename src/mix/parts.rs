@@ -12,6 +12,7 @@ use super::columns::Columns;
 use super::component::{Component, Declare, Push, Shared, components};
 use super::indirect::Indirect;
 use super::matcher::MatchModel;
+use super::nesting::Nesting;
 use super::netmaps::NetMaps;
 use super::orders::{Orders, Sparse, Sparse2};
 use super::record::RecordTables;
@@ -51,4 +52,6 @@ components! {
     runs: Runs,
     /// More sparse and aligned contexts (`ext` 1024).
     sparse2: Tables<Sparse2>,
+    /// Bracket and quote nesting (`ext` 2048).
+    nest: Tables<Nesting>,
 }

@@ -69,6 +69,9 @@ pub struct MixSpec {
     pub recent: bool,
     /// (1024) More sparse and word-aligned contexts, for binaries (src/mix/orders.rs).
     pub sparse2: bool,
+    /// (2048) Bracket and quote nesting, for source code and structured text
+    /// (src/mix/nesting.rs).
+    pub nest: bool,
 }
 
 /// Most memory the stage may take in this build: a header asking for more is refused before
@@ -218,6 +221,7 @@ pub static KEYS: [MixKey; 12] = [
                 | (m.runs as u32) << 8
                 | (m.recent as u32) << 9
                 | (m.sparse2 as u32) << 10
+                | (m.nest as u32) << 11
         },
         set: |m, v| {
             m.fin = v & EXT_FIN != 0;
@@ -231,12 +235,13 @@ pub static KEYS: [MixKey; 12] = [
             m.runs = v & EXT_RUNS != 0;
             m.recent = v & EXT_RECENT != 0;
             m.sparse2 = v & EXT_SPARSE2 != 0;
+            m.nest = v & EXT_NEST != 0;
         },
         check: |v| match v <= EXT_ALL {
             true => Ok(()),
             false => Err(format!(
                 "mix ext {v} is out of range (0..={EXT_ALL}: a sum of fin 1, words 2, decay 4, \
-                 nmap 8, ways 16, ind 32, columns 64, second 128, runs 256, recent 512, sparse2 1024)"
+                 nmap 8, ways 16, ind 32, columns 64, second 128, runs 256, recent 512, sparse2 1024, nest 2048)"
             )),
         },
         implicit: Some(0),
@@ -267,7 +272,8 @@ pub const EXT_SECOND: u32 = 128;
 pub const EXT_RUNS: u32 = 256;
 pub const EXT_RECENT: u32 = 512;
 pub const EXT_SPARSE2: u32 = 1024;
-pub const EXT_ALL: u32 = 2047;
+pub const EXT_NEST: u32 = 2048;
+pub const EXT_ALL: u32 = 4095;
 
 /// A 0/1 switch.
 fn flag(v: u32, key: &str) -> Result<(), String> {
@@ -304,6 +310,7 @@ impl MixSpec {
         runs: true,
         recent: true,
         sparse2: true,
+        nest: true,
     };
 
     /// `self` with every key that has an implicit value ([`MixKey::implicit`]) set to it: the
