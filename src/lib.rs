@@ -57,6 +57,7 @@ pub mod cli;
 pub mod codec;
 pub mod coder;
 pub mod compact;
+pub mod fit;
 pub mod format;
 pub mod kernels;
 pub mod levels;

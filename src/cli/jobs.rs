@@ -29,6 +29,10 @@ use crate::recipe::{Base, Recipe, hex};
 pub struct Shared {
     weights: Option<Weights>,
     recipe: Option<Recipe>,
+    /// Whether the recipe's stage is sized for each input (src/fit.rs).
+    fit: bool,
+    /// `--memory`.
+    memory_limit: Option<u64>,
     /// `list` has printed its header line.
     listed: std::cell::Cell<bool>,
     /// What `list` has listed so far, for its totals line.
@@ -60,9 +64,15 @@ impl Shared {
             ),
             _ => None,
         };
+        let fit = match &settings.job {
+            Job::Compress { plan, .. } => plan.fits(),
+            _ => false,
+        };
         Ok(Shared {
             weights,
             recipe,
+            fit,
+            memory_limit: settings.memory_limit,
             listed: std::cell::Cell::new(false),
             list_totals: std::cell::Cell::default(),
         })
@@ -73,6 +83,7 @@ impl Shared {
             weights: self.weights.as_ref(),
             save_model,
             expected_len: None,
+            memory_limit: self.memory_limit,
         }
     }
 }
@@ -365,9 +376,17 @@ impl CompressJob<'_> {
             meter.update(p)
         };
         match self.blocks {
-            Some(plan) => blocks::compress(self.recipe, plan, options, input, output, &mut report),
+            Some(plan) => blocks::compress(
+                self.recipe,
+                plan,
+                self.shared.fit,
+                options,
+                input,
+                output,
+                &mut report,
+            ),
             None => {
-                let recipe = self.recipe.resolve(length)?;
+                let recipe = crate::fit::for_input(self.recipe, length, self.shared.fit)?;
                 codec::compress(&recipe, options, input, output, &mut report)
             }
         }
