@@ -16,6 +16,27 @@ use super::spec::MixSpec;
 /// against 1/8 and 1/32 on small inputs, docs/experiments.md).
 const ORDER2_BITS: u32 = 18;
 
+/// Log2 contexts of the maps by the last byte and the bits so far (the order-1 map here, and
+/// the network's map by the last byte, src/mix/netmaps.rs): 16, one per pair; under
+/// `mix:fit`, at most `fit − 4`, the last byte then hashed to fewer values (on binaries every
+/// byte value comes round, and the two maps alone would fill 8.6 MB).
+pub(super) fn order1_bits(spec: &MixSpec) -> u32 {
+    match spec.fit {
+        0 => 16,
+        fit => 16.min(fit - 4),
+    }
+}
+
+/// The context of the last byte `c1` and the bits so far `c0` in a map of `2^bits` contexts
+/// ([`order1_bits`]).
+#[inline]
+pub(super) fn order1_context(c1: u32, c0: usize, bits: u32) -> usize {
+    match bits {
+        16 => (c1 as usize) << 8 | c0,
+        _ => ((c1.wrapping_mul(0x9E37_79B1) >> (32 - (bits - 8))) as usize) << 8 | c0,
+    }
+}
+
 /// Log2 contexts of the order-2 map of a stage of `spec`.
 fn order2_bits(spec: &MixSpec) -> u32 {
     match spec.fit {
@@ -37,7 +58,8 @@ pub struct Sse {
     order1: Apm,
     /// With `fin`: the maps by the last two bytes and by the match state.
     fin: Option<[Apm; 2]>,
-    /// Log2 contexts of the order-2 map.
+    /// Log2 contexts of the order-1 and order-2 maps.
+    order1_bits: u32,
     order2_bits: u32,
 }
 
@@ -54,16 +76,17 @@ pub struct SseContext {
 impl Sse {
     /// The maps of a stage of `spec` (`fin`, and `fit` for the order-2 map's size).
     pub fn new(spec: &MixSpec) -> Self {
-        let order2_bits = order2_bits(spec);
+        let (order1_bits, order2_bits) = (order1_bits(spec), order2_bits(spec));
         Sse {
             order0: Apm::new(256, 7),
-            order1: Apm::new(1 << 16, 7),
+            order1: Apm::new(1 << order1_bits, 7),
             fin: spec.fin.then(|| {
                 [
                     Apm::new(1 << order2_bits, FIN_RATE),
                     Apm::new(MATCH_STATES * 256, FIN_RATE),
                 ]
             }),
+            order1_bits,
             order2_bits,
         }
     }
@@ -71,7 +94,7 @@ impl Sse {
     /// Bytes of memory the maps of a stage of `spec` take.
     pub fn bytes(spec: &MixSpec) -> usize {
         Apm::bytes(256)
-            + Apm::bytes(1 << 16)
+            + Apm::bytes(1 << order1_bits(spec))
             + if spec.fin {
                 Apm::bytes(1 << order2_bits(spec)) + Apm::bytes(MATCH_STATES * 256)
             } else {
@@ -83,7 +106,9 @@ impl Sse {
     pub fn refine(&mut self, p: i32, cx: &SseContext) -> i32 {
         let c0 = cx.c0 as usize;
         let r0 = self.order0.refine(p, c0);
-        let r1 = self.order1.refine(p, ((cx.c1 as usize) << 8) | c0);
+        let r1 = self
+            .order1
+            .refine(p, order1_context(cx.c1, c0, self.order1_bits));
         let Some([order2, matched]) = &mut self.fin else {
             return (p + r0 + 2 * r1 + 2) >> 2;
         };
@@ -99,7 +124,7 @@ impl Sse {
     /// read for the bits `c0` after the last bytes `c1` and `c2` (see [`SseContext`]).
     pub fn prefetch(&self, c0: u32, c1: u32, c2: u32) {
         let c0 = c0 as usize;
-        self.order1.prefetch(((c1 as usize) << 8) | c0);
+        self.order1.prefetch(order1_context(c1, c0, self.order1_bits));
         if let Some([order2, _]) = &self.fin {
             order2.prefetch(order2_context(c2, c0, self.order2_bits));
         }
@@ -160,7 +185,7 @@ mod tests {
         };
         assert_eq!(
             Sse::bytes(&fitted) - Sse::bytes(&spec(false)),
-            Apm::bytes((1 << 14) + 65 * 256)
+            Apm::bytes((1 << 14) + 65 * 256) - Apm::bytes((1 << 16) - (1 << 14))
         );
     }
 }
