@@ -100,13 +100,21 @@ pub struct Options<'a> {
 
 /// The memory decoding a member of `recipe` needs, in bytes (and encoding it, within a frame's
 /// input): the predictor's working memory and the mixing stage ([`Recipe::working_bytes`]),
-/// and the buffers of one frame (its bytes, and its coded words at their bound). An estimate
-/// from the recipe alone, made before anything is allocated; the peak a run reaches is
-/// below it by what the run leaves untouched.
+/// the buffers of one frame (its bytes, and its coded words at their bound) and the program
+/// itself ([`PROGRAM_BYTES`]). An estimate from the recipe alone, made before anything is
+/// allocated; a run's peak resident memory stays below it by what the run leaves untouched.
 pub fn memory_needed(recipe: &Recipe) -> u64 {
     let frame = FRAME_MAX + 4 * format::max_words(FRAME_MAX);
-    recipe.working_bytes().saturating_add(frame) as u64
+    recipe
+        .working_bytes()
+        .saturating_add(frame)
+        .saturating_add(PROGRAM_BYTES) as u64
 }
+
+/// The program's own resident memory beside a run's buffers: its code, the libraries', the
+/// stacks and small allocations (measured: 2 MB for `lmzip --version`, 6 MB for an empty
+/// input without the stage, whose network and buffers take 1–2 MB).
+pub const PROGRAM_BYTES: usize = 4 << 20;
 
 /// A member whose decoding needs more memory than the limit allows
 /// ([`Options::memory_limit`]).

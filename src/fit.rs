@@ -40,9 +40,10 @@ pub fn fit_bits(len: u64) -> u32 {
 
 /// `recipe` for an input of `len` bytes: its stage with `fit` chosen for `len` when that
 /// makes the stage smaller; as it is when it has no stage, a stage with `fit` already, or one
-/// that is already as small.
+/// that is already as small, and for an empty input (which codes nothing: its member stays
+/// the level's 24 bytes, and its tables are never touched).
 pub fn fitted(recipe: &Recipe, len: u64) -> Recipe {
-    let Some(mix) = recipe.mix.filter(|m| m.fit == 0) else {
+    let Some(mix) = recipe.mix.filter(|m| m.fit == 0 && len > 0) else {
         return recipe.clone();
     };
     let fitted = MixSpec {
@@ -101,8 +102,10 @@ mod tests {
         assert_eq!(mix.fit, 17);
         assert!(mix.bytes() * 8 < level.mix.unwrap().bytes(), "{}", mix.bytes());
         assert!(small.to_text().contains(",fit=17,"), "{small}");
-        // Where the cap changes no size, the recipe stays the level's.
+        // Where the cap changes no size, the recipe stays the level's; an empty input too.
         assert_eq!(fitted(&level, 1 << 40), level);
+        assert_eq!(fitted(&level, 0), level);
+        assert_eq!(fitted(&level, 1).mix.unwrap().fit, 17);
         // Without a stage, or with `fit` given, nothing changes.
         let off = level.edit("mix:off", None).unwrap();
         assert_eq!(fitted(&off, 5000), off);
