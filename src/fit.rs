@@ -63,7 +63,11 @@ pub fn fitted(recipe: &Recipe, len: u64) -> Recipe {
 /// The recipe of one input of length `len` (when known): percent positions resolved with it
 /// ([`Recipe::resolve`]) and, when `fit` allows (the user did not give the stage's sizes:
 /// [`crate::recipe::names_stage_sizes`]), the stage sized for it.
-pub fn for_input(recipe: &Recipe, len: Option<u64>, fit: bool) -> Result<Recipe, UnresolvedPercent> {
+pub fn for_input(
+    recipe: &Recipe,
+    len: Option<u64>,
+    fit: bool,
+) -> Result<Recipe, UnresolvedPercent> {
     let resolved = recipe.resolve(len)?;
     Ok(match len {
         Some(len) if fit => fitted(&resolved, len),
@@ -100,7 +104,11 @@ mod tests {
         let small = fitted(&level, 5000);
         let mix = small.mix.unwrap();
         assert_eq!(mix.fit, 17);
-        assert!(mix.bytes() * 8 < level.mix.unwrap().bytes(), "{}", mix.bytes());
+        assert!(
+            mix.bytes() * 8 < level.mix.unwrap().bytes(),
+            "{}",
+            mix.bytes()
+        );
         assert!(small.to_text().contains(",fit=17,"), "{small}");
         // Where the cap changes no size, the recipe stays the level's; an empty input too.
         assert_eq!(fitted(&level, 1 << 40), level);

@@ -34,7 +34,11 @@ fn fitted_stages_round_trip_on_text_and_binaries_at_several_levels() {
     ] {
         let options = Options::new().level(level);
         let packed = lmzip::compress(&data, &options).unwrap();
-        assert_eq!(fit_of(&packed), fit_bits(data.len() as u64), "level {level}");
+        assert_eq!(
+            fit_of(&packed),
+            fit_bits(data.len() as u64),
+            "level {level}"
+        );
         assert_eq!(lmzip::decompress(&packed).unwrap(), data, "level {level}");
         // The fitted stage is smaller than the level's, and the header says so.
         let level_recipe = levels::recipe(ModelKind::Mamba1, level);
@@ -80,7 +84,9 @@ fn a_small_file_gets_the_fit_key_and_standard_input_only_with_its_size() {
     // Sizes the user gives are kept: no fit key is added.
     for recipe in ["mix:table=16", "mix:match=20", "mix:fit=0", "mix:fit=20"] {
         let given = ok(run(d, &["-1", "-c", "--recipe", recipe, "a"], b"")).stdout;
-        let expected = levels::recipe(ModelKind::Mamba1, 1).edit(recipe, None).unwrap();
+        let expected = levels::recipe(ModelKind::Mamba1, 1)
+            .edit(recipe, None)
+            .unwrap();
         assert_eq!(recipe_of(&given), expected, "{recipe}");
     }
     // Every block is fitted to its own length.
@@ -127,7 +133,10 @@ fn memory_limits_refuse_before_building_anything() {
     // Decompressing to a file leaves nothing behind.
     fs::remove_file(d.join("small")).unwrap();
     let before = listing(d);
-    assert_fails_with(&run(d, &["-d", "--memory", "64M", "piped.lmz"], b""), "decoding needs");
+    assert_fails_with(
+        &run(d, &["-d", "--memory", "64M", "piped.lmz"], b""),
+        "decoding needs",
+    );
     assert_eq!(listing(d), before);
     // Compression refuses to write what could not be decoded within the limit.
     let out = run(d, &["-c", "--memory", "64M"], &data);
@@ -137,8 +146,14 @@ fn memory_limits_refuse_before_building_anything() {
     fs::write(d.join("small.lmz"), &small).unwrap();
     let back = ok(run(d, &["-d", "-c", "--memory", "64M", "small.lmz"], b"")).stdout;
     assert_eq!(back, data);
-    assert_usage_error(&run(d, &["-d", "--memory", "0", "small.lmz"], b""), "0 bytes");
-    assert_usage_error(&run(d, &["-d", "--memory", "lots", "small.lmz"], b""), "not a size");
+    assert_usage_error(
+        &run(d, &["-d", "--memory", "0", "small.lmz"], b""),
+        "0 bytes",
+    );
+    assert_usage_error(
+        &run(d, &["-d", "--memory", "lots", "small.lmz"], b""),
+        "not a size",
+    );
     assert_eq!(listing(d), names(&["piped.lmz", "small.lmz"]));
 }
 
@@ -149,7 +164,9 @@ fn the_library_refuses_with_a_typed_error() {
     let needed = memory_needed(&recipe_of(&packed));
     let tight = Options::new().memory_limit(needed - 1);
     match lmzip::decompress_with(&packed, &tight) {
-        Err(Error::MemoryLimit { needed: n, limit }) => assert_eq!((n, limit), (needed, needed - 1)),
+        Err(Error::MemoryLimit { needed: n, limit }) => {
+            assert_eq!((n, limit), (needed, needed - 1))
+        }
         other => panic!("{other:?}"),
     }
     let roomy = Options::new().memory_limit(needed);
@@ -170,7 +187,10 @@ fn list_and_info_show_the_memory_to_decode() {
     let mib = |lmz: &[u8]| codec::mebibytes(memory_needed(&recipe_of(lmz)));
     let info = stdout(&ok(run(d, &["info", "two.lmz"], b"")));
     // Members decode one after another: the most any of them needs.
-    assert!(info.contains(&format!("memory to decode: {}\n", mib(&large))), "{info}");
+    assert!(
+        info.contains(&format!("memory to decode: {}\n", mib(&large))),
+        "{info}"
+    );
     let list = stdout(&ok(run(d, &["-l", "-v", "two.lmz"], b"")));
     let rows: Vec<&str> = list.lines().collect();
     assert!(rows[0].contains("memory"), "{list}");

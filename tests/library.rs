@@ -115,7 +115,11 @@ fn concatenated_members_decode_in_order_both_ways() {
     let (a, b) = (common::related_text(1200, 2), common::related_text(800, 5));
     let options = Options::new().level(1);
     let from_cli = cli_output(&["-1"], &a);
-    assert_ne!(from_cli[..], lmzip::compress(&a, &options).unwrap()[..], "unknown length");
+    assert_ne!(
+        from_cli[..],
+        lmzip::compress(&a, &options).unwrap()[..],
+        "unknown length"
+    );
     let empty = lmzip::compress(b"", &options).unwrap();
     let from_library = lmzip::compress(&b, &options).unwrap();
     let stream = [&from_cli[..], &empty[..], &from_library[..]].concat();

@@ -398,9 +398,8 @@ fn a_memory_limit_refuses_a_member_before_allocating() {
     let file = file_with(&level);
     let needed = lmzip::codec::memory_needed(&level);
     assert!(needed > 300 << 20, "{needed}");
-    let (result, peak, _) = measure(|| {
-        lmzip::decompress_with(&file, &lmzip::Options::new().memory_limit(64 << 20))
-    });
+    let (result, peak, _) =
+        measure(|| lmzip::decompress_with(&file, &lmzip::Options::new().memory_limit(64 << 20)));
     match result {
         Err(lmzip::Error::MemoryLimit { needed: n, limit }) => {
             assert_eq!((n, limit), (needed, 64 << 20))

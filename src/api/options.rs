@@ -190,7 +190,10 @@ impl Options {
         )
         .and_then(|r| {
             r.validate().context("invalid model settings")?;
-            let fit = !self.recipe.as_deref().is_some_and(recipe::names_stage_sizes);
+            let fit = !self
+                .recipe
+                .as_deref()
+                .is_some_and(recipe::names_stage_sizes);
             Ok(crate::fit::for_input(&r, self.size, fit)?)
         })
         .map_err(|e| classify(e, Otherwise::InvalidOptions))?;

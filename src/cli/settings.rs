@@ -173,10 +173,7 @@ impl RecipePlan {
     /// Whether the stage may be sized for each input (src/fit.rs): unless `--recipe` gives
     /// `table`, `match` or `fit` itself.
     pub fn fits(&self) -> bool {
-        !self
-            .text
-            .as_deref()
-            .is_some_and(recipe::names_stage_sizes)
+        !self.text.as_deref().is_some_and(recipe::names_stage_sizes)
     }
 
     /// The `file:PATH` of the recipe text, if it has one.

@@ -124,7 +124,8 @@ impl Sse {
     /// read for the bits `c0` after the last bytes `c1` and `c2` (see [`SseContext`]).
     pub fn prefetch(&self, c0: u32, c1: u32, c2: u32) {
         let c0 = c0 as usize;
-        self.order1.prefetch(order1_context(c1, c0, self.order1_bits));
+        self.order1
+            .prefetch(order1_context(c1, c0, self.order1_bits));
         if let Some([order2, _]) = &self.fin {
             order2.prefetch(order2_context(c2, c0, self.order2_bits));
         }
