@@ -4,21 +4,22 @@
 //! header records it and the decoder never infers it; a file's recipe without the key has the
 //! level's sizes, as every file written before it had.
 //!
-//! `fit = N` caps the hashed context tables and the match model's window at 2^N entries, and
-//! the SSE map by the last two bytes at 2^(N−4) ([`crate::mix::MixSpec::sized`]); the other
-//! tables follow the context tables' size. N is chosen as `ceil((log2 len + FIT_OFFSET) / 2)`,
-//! within [`FIT_CHOSEN`]: a table of 2^N counters then has some 2^FIT_OFFSET / len counters
-//! per input byte at the small end, where the stage's inputs are few, and fewer per byte as
-//! the input grows, where the cost of collisions falls (docs/experiments.md, "Memory to fit
-//! the input").
+//! `fit = N` caps the hashed context tables and the match model's window at 2^N entries
+//! ([`crate::mix::MixSpec::sized`]; the tables of a quarter size follow), the maps by the last
+//! two bytes and by the last byte at 2^(N−4) contexts, and the indirect history by the last
+//! three bytes at 2^N entries (src/mix/sse.rs, netmaps.rs, indirect.rs). N is chosen as `ceil((log2 len + FIT_OFFSET) / 2)`,
+//! within [`FIT_CHOSEN`]: a table of 2^N counters then holds about `sqrt(2^20 / len)`
+//! counters per input byte (4 at 64 KiB, 1 at 1 MiB), the most that keeps inputs up to 64 KiB
+//! within 32 MiB and up to 1 MiB within 96 MiB, where each step of N costs the whole table
+//! size (docs/experiments.md, "Memory to fit the input").
 
 use std::ops::RangeInclusive;
 
 use crate::mix::MixSpec;
 use crate::recipe::{Recipe, UnresolvedPercent};
 
-/// The values [`fit_bits`] chooses: 2^17 counters is about 0.5 MiB a table, and from 2^24
-/// on no level's tables are capped.
+/// The values [`fit_bits`] chooses: 2^17 counters is about 0.5 MiB a table; from 2^22 on
+/// today's levels' stages are as they are (and [`fitted`] leaves the key out).
 pub const FIT_CHOSEN: RangeInclusive<u32> = 17..=24;
 
 /// The offset of the choice, log2 (see the module's docs).
