@@ -342,7 +342,8 @@ fn verify_checks_before_keeping_and_removing() {
     fs::write(d.join("v"), &data).unwrap();
     assert_ok(&compress(d, &["--verify", "--rm", "v"], b""));
     assert_eq!(listing(d), names(&["v.lmz"]));
-    let to_stdout = compress(d, &["--verify"], &data);
+    // Standard input of the file's length codes as the file (the stage sized for it).
+    let to_stdout = compress(d, &["--verify", "--size", "10000"], &data);
     assert_ok(&to_stdout);
     assert_eq!(to_stdout.stdout, fs::read(d.join("v.lmz")).unwrap());
 }
@@ -727,14 +728,15 @@ fn info_expands_a_compact_header_to_the_whole_recipe() {
     let out = run(d, &["info", "e.lmz"], b"");
     assert_ok(&out);
     let info = String::from_utf8_lossy(&out.stdout);
-    // 18 bytes of a level's header (docs/format.md) and the edit's text.
-    let edit = "0..:train(lr=0.001)";
+    // 18 bytes of a level's header (docs/format.md) and the edits' text: the flag's, and the
+    // stage sized for the file (src/fit.rs).
+    let edit = "mix:fit=17 0..:train(lr=0.001)";
     let line = format!(
         "header:           {} bytes, stored as level 2 with {edit}",
         18 + edit.len()
     );
     assert!(info.contains(&line), "'{line}' not in:\n{info}");
-    let mut expected = lmzip::levels::recipe(ModelKind::Mamba1, 2);
+    let mut expected = lmzip::fit::fitted(&lmzip::levels::recipe(ModelKind::Mamba1, 2), 500);
     for t in expected.train_specs_mut() {
         t.lr = 0.001;
     }

@@ -51,7 +51,8 @@ fn cli_output(args: &[&str], stdin: &[u8]) -> Vec<u8> {
 #[test]
 fn small_writes_and_reads_round_trip_to_the_bytes_of_one_call() {
     let data = common::related_text(3000, 7);
-    let options = Options::new().level(1);
+    // With the length announced, as the one call announces it (the stage is then fitted).
+    let options = Options::new().level(1).size(data.len() as u64);
     let streamed = encode_in_pieces(&data, &options, 37);
     assert_eq!(streamed, lmzip::compress(&data, &options).unwrap());
     for most in [1, 7, 4096] {
@@ -78,18 +79,22 @@ fn the_library_writes_what_the_command_line_writes() {
     let data = common::related_text(2000, 1);
     let split = "cfg:hidden=24 0..50%:train() 50%..:infer";
     let len = data.len().to_string();
+    // Standard input announces its length, as the one call does (for percent positions, and
+    // the stage sized for the input).
     for (args, options) in [
-        (&["-1"][..], Options::new().level(1)),
+        (&["-1", "--size", &len][..], Options::new().level(1)),
         (
-            &["-2", "--model", "rwkv7"],
+            &["-2", "--model", "rwkv7", "--size", &len],
             Options::new().level(2).model(ModelKind::Rwkv7),
         ),
-        // Percent positions: standard input announces its length.
         (
             &["-1", "--recipe", split, "--size", &len],
             Options::new().level(1).recipe(split),
         ),
-        (&["-1", "-T", "2"], Options::new().level(1).threads(2)),
+        (
+            &["-1", "-T", "2", "--size", &len],
+            Options::new().level(1).threads(2),
+        ),
     ] {
         let library = lmzip::compress(&data, &options).unwrap();
         assert_eq!(library, cli_output(args, &data), "{args:?}");
@@ -110,6 +115,11 @@ fn concatenated_members_decode_in_order_both_ways() {
     let (a, b) = (common::related_text(1200, 2), common::related_text(800, 5));
     let options = Options::new().level(1);
     let from_cli = cli_output(&["-1"], &a);
+    assert_ne!(
+        from_cli[..],
+        lmzip::compress(&a, &options).unwrap()[..],
+        "unknown length"
+    );
     let empty = lmzip::compress(b"", &options).unwrap();
     let from_library = lmzip::compress(&b, &options).unwrap();
     let stream = [&from_cli[..], &empty[..], &from_library[..]].concat();

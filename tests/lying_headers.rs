@@ -371,3 +371,42 @@ fn the_working_memory_estimate_follows_what_decoding_allocates() {
         );
     }
 }
+
+/// A header whose stage key `fit` is out of range (a huge value, which could only mean "no
+/// cap", or one below what the maps it shrinks allow) is refused before anything is built.
+#[test]
+fn a_header_with_a_huge_or_tiny_fit_is_refused_before_allocating() {
+    let _alone = alone();
+    let level = lmzip::levels::default_recipe(ModelKind::Mamba1);
+    let text = level.to_text();
+    assert!(text.contains(",table=22,"), "{text}");
+    for fit in ["4294967295", "99", "29", "15", "1"] {
+        let lying = text.replace(",table=22,", &format!(",table=22,fit={fit},"));
+        let mut f = Vec::new();
+        format::write_header(&mut f, &StoredRecipe::Text(lying)).unwrap();
+        format::write_end(&mut f, 0, 0).unwrap();
+        refused_at_once(&f, "fit");
+    }
+}
+
+/// A decoder with a memory limit refuses a member that needs more before building its model
+/// or its stage; within the limit, the same file decodes.
+#[test]
+fn a_memory_limit_refuses_a_member_before_allocating() {
+    let _alone = alone();
+    let level = lmzip::levels::default_recipe(ModelKind::Mamba1);
+    let file = file_with(&level);
+    let needed = lmzip::codec::memory_needed(&level);
+    assert!(needed > 300 << 20, "{needed}");
+    let (result, peak, _) =
+        measure(|| lmzip::decompress_with(&file, &lmzip::Options::new().memory_limit(64 << 20)));
+    match result {
+        Err(lmzip::Error::MemoryLimit { needed: n, limit }) => {
+            assert_eq!((n, limit), (needed, 64 << 20))
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(peak < MIB, "{peak} bytes allocated before refusing");
+    let roomy = lmzip::Options::new().memory_limit(needed);
+    assert!(lmzip::decompress_with(&file, &roomy).unwrap().is_empty());
+}

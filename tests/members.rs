@@ -16,7 +16,20 @@ const TINY: &[&str] = &["-1", "--hidden", "16", "--layers", "1"];
 
 /// Compresses `data` with the tiny model (and `extra` flags) to a stream in memory.
 fn packed(dir: &Path, data: &[u8], extra: &[&str]) -> Vec<u8> {
-    let args: Vec<&str> = TINY.iter().chain(extra).chain(&["-c"]).copied().collect();
+    // With its length announced, as a file's is (the stage is then sized for it); blocks are
+    // sized each for its own.
+    let len = data.len().to_string();
+    let size: &[&str] = match extra.contains(&"--block-size") {
+        true => &[],
+        false => &["--size", &len],
+    };
+    let args: Vec<&str> = TINY
+        .iter()
+        .chain(extra)
+        .chain(size)
+        .chain(&["-c"])
+        .copied()
+        .collect();
     ok(run(dir, &args, data)).stdout
 }
 

@@ -246,12 +246,12 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
         1u32..=64,
     );
     let later = (any::<bool>(), any::<bool>(), any::<bool>(), 0u32..=2);
-    let third = 0u32..=4095;
+    let third = (0u32..=4095, prop_oneof![Just(0u32), 16u32..=28]);
     proptest::option::of((first, later, third).prop_map(
         |(
             (orders, word, sparse, matcher, sse, table, rate),
             (conf, pword, select, record),
-            ext,
+            (ext, fit),
         )| {
             MixSpec {
                 orders,
@@ -260,6 +260,7 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
                 matcher,
                 sse,
                 table,
+                fit,
                 rate,
                 conf,
                 pword,

@@ -37,6 +37,8 @@ pub struct Decoder<R: Read> {
     frame: Vec<u8>,
     at: usize,
     state: State,
+    /// Most memory a member may need to be decoded ([`Options::memory_limit`]).
+    memory_limit: Option<u64>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -56,15 +58,17 @@ impl<R: Read> Decoder<R> {
             frame: Vec::new(),
             at: 0,
             state: State::Running,
+            memory_limit: None,
         }
     }
 
-    /// A decoder with the model file and the threads of `options` (level and recipe are the
-    /// stream's own: they are ignored).
+    /// A decoder with the model file, the threads and the memory limit of `options` (level,
+    /// recipe and size are the stream's own: they are ignored).
     pub fn with_options(input: R, options: &Options) -> Result<Self, Error> {
         let mut decoder = Decoder::new(input);
         decoder.weights = options.weights();
         decoder.pool = options.pool()?;
+        decoder.memory_limit = options.memory();
         Ok(decoder)
     }
 
@@ -83,6 +87,7 @@ impl<R: Read> Decoder<R> {
             weights: self.weights.as_deref(),
             save_model: false,
             expected_len: None,
+            memory_limit: self.memory_limit,
         };
         let stream = &mut self.stream;
         let frame = &mut self.frame;
@@ -145,8 +150,8 @@ pub fn decompress(data: &[u8]) -> Result<Vec<u8>, Error> {
     decompress_with(data, &Options::new())
 }
 
-/// [`decompress`] with the model file and threads of `options`, for streams that start from
-/// a model file.
+/// [`decompress`] with the model file, threads and memory limit of `options` (for streams
+/// that start from a model file, or to refuse streams that need too much memory).
 pub fn decompress_with(data: &[u8], options: &Options) -> Result<Vec<u8>, Error> {
     let mut decoder = Decoder::with_options(data, options)?;
     let mut out = Vec::new();

@@ -40,6 +40,7 @@ impl<W: Write> Encoder<W> {
             weights: weights.as_deref(),
             save_model: false,
             expected_len: options.announced_len(),
+            memory_limit: options.memory(),
         };
         let member = in_pool(&pool, || {
             MemberEncoder::start(&recipe, &codec_options, &mut output)

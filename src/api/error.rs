@@ -42,6 +42,14 @@ pub enum Error {
     Unsupported(String),
     /// A model file is needed and missing, is not the one the stream names, or does not load.
     ModelFile(String),
+    /// Decoding a member needs more memory than [`crate::Options::memory_limit`] allows;
+    /// nothing was allocated for it.
+    MemoryLimit {
+        /// What the member needs, in bytes (its model, its stage and one frame's buffers).
+        needed: u64,
+        /// The limit, in bytes.
+        limit: u64,
+    },
     /// The options do not describe a compression this build can run (a level out of range,
     /// a recipe that does not parse, sizes too large, an announced length that was wrong…).
     InvalidOptions(String),
@@ -58,6 +66,14 @@ impl fmt::Display for Error {
                 FormatError::ChecksumMismatch {
                     expected: *expected,
                     actual: *actual
+                }
+            ),
+            Error::MemoryLimit { needed, limit } => write!(
+                f,
+                "{}",
+                crate::codec::MemoryLimit {
+                    needed: *needed,
+                    limit: *limit
                 }
             ),
             Error::Truncated(m)
@@ -140,6 +156,12 @@ pub(crate) fn classify(err: anyhow::Error, otherwise: Otherwise) -> Error {
                 | FormatError::BadFrame { .. }
                 | FormatError::LengthMismatch { .. }
                 | FormatError::TrailingData => Error::Corrupt(message),
+            };
+        }
+        if let Some(m) = cause.downcast_ref::<crate::codec::MemoryLimit>() {
+            return Error::MemoryLimit {
+                needed: m.needed,
+                limit: m.limit,
             };
         }
         if cause.is::<WeightsError>() {

@@ -34,6 +34,7 @@ pub struct Options {
     threads: usize,
     weights: Option<Arc<Weights>>,
     size: Option<u64>,
+    memory_limit: Option<u64>,
 }
 
 impl Default for Options {
@@ -45,6 +46,7 @@ impl Default for Options {
             threads: 1,
             weights: None,
             size: None,
+            memory_limit: None,
         }
     }
 }
@@ -100,11 +102,34 @@ impl Options {
     }
 
     /// The input's length, when known before it is written to an [`crate::Encoder`], as
-    /// `--size`: recipes with positions in percent need it, and the input must then have
-    /// exactly this length ([`Error::InvalidOptions`] from [`crate::Encoder::finish`]).
-    /// [`crate::compress`] sets it from its input.
+    /// `--size`: recipes with positions in percent need it, the mixing stage's tables are
+    /// sized for it (the recipe's key `fit`, unless the recipe text gives `table`, `match`
+    /// or `fit` itself), and the input must then have exactly this length
+    /// ([`Error::InvalidOptions`] from [`crate::Encoder::finish`]). [`crate::compress`] sets
+    /// it from its input; without it an [`crate::Encoder`] uses the level's sizes.
     pub fn size(mut self, len: u64) -> Self {
         self.size = Some(len);
+        self
+    }
+
+    /// Most memory, in bytes, that decoding a stream may need, as `--memory`: a
+    /// [`crate::Decoder`] refuses a member that needs more before it allocates anything for
+    /// it, and an [`crate::Encoder`] refuses to write one ([`Error::MemoryLimit`]). What a
+    /// stream needs is its model's and its stage's working memory and one frame's buffers
+    /// (`lmzip info` shows it); with a known length ([`Options::size`]) the stage is sized
+    /// for the input, so a small input needs little.
+    ///
+    /// ```
+    /// let packed = lmzip::compress(&[7u8; 5000], &lmzip::Options::new())?;
+    /// let roomy = lmzip::Options::new().memory_limit(256 << 20);
+    /// assert_eq!(lmzip::decompress_with(&packed, &roomy)?, [7u8; 5000]);
+    /// let tight = lmzip::Options::new().memory_limit(4 << 20);
+    /// let err = lmzip::decompress_with(&packed, &tight).unwrap_err();
+    /// assert!(matches!(err, lmzip::Error::MemoryLimit { .. }), "{err}");
+    /// # Ok::<(), lmzip::Error>(())
+    /// ```
+    pub fn memory_limit(mut self, bytes: u64) -> Self {
+        self.memory_limit = Some(bytes);
         self
     }
 
@@ -117,6 +142,11 @@ impl Options {
     /// The announced length, if any.
     pub(crate) fn announced_len(&self) -> Option<u64> {
         self.size
+    }
+
+    /// The memory limit, if any.
+    pub(crate) fn memory(&self) -> Option<u64> {
+        self.memory_limit
     }
 
     /// The model file to decode with: the one given, if any.
@@ -160,7 +190,11 @@ impl Options {
         )
         .and_then(|r| {
             r.validate().context("invalid model settings")?;
-            Ok(r.resolve(self.size)?)
+            let fit = !self
+                .recipe
+                .as_deref()
+                .is_some_and(recipe::names_stage_sizes);
+            Ok(crate::fit::for_input(&r, self.size, fit)?)
         })
         .map_err(|e| classify(e, Otherwise::InvalidOptions))?;
         Ok((recipe, weights))

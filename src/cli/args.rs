@@ -164,6 +164,12 @@ pub struct CompressArgs {
     #[arg(long, value_name = "FILE.tsv")]
     pub stats: Option<PathBuf>,
 
+    /// Refuse, before allocating anything, to write a stream whose decoding needs more than
+    /// LIMIT bytes of memory (suffixes K, M, G: powers of 1024); with -d and -t, refuse such
+    /// a stream
+    #[arg(long, value_name = "LIMIT", value_parser = parse_memory)]
+    pub memory: Option<u64>,
+
     #[command(flatten)]
     pub blocks: BlockArgs,
 
@@ -208,6 +214,12 @@ pub struct DecompressArgs {
     /// output is the same for every count
     #[arg(short = 'T', long, value_name = "N", allow_negative_numbers = true, value_parser = parse_threads)]
     pub threads: Option<usize>,
+
+    /// Refuse, before allocating anything, a stream whose decoding needs more than LIMIT
+    /// bytes of memory (suffixes K, M, G: powers of 1024; `lmzip info` shows what a file
+    /// needs)
+    #[arg(long, value_name = "LIMIT", value_parser = parse_memory)]
+    pub memory: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -223,6 +235,12 @@ pub struct TestArgs {
     /// output is the same for every count
     #[arg(short = 'T', long, value_name = "N", allow_negative_numbers = true, value_parser = parse_threads)]
     pub threads: Option<usize>,
+
+    /// Refuse, before allocating anything, a stream whose decoding needs more than LIMIT
+    /// bytes of memory (suffixes K, M, G: powers of 1024; `lmzip info` shows what a file
+    /// needs)
+    #[arg(long, value_name = "LIMIT", value_parser = parse_memory)]
+    pub memory: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -392,6 +410,14 @@ fn parse_level(text: &str) -> Result<u8, String> {
 /// A byte count with an optional binary suffix: `4096`, `256K`, `1M`, `2G` (also `KiB`, `MB`
 /// and the like, all powers of 1024).
 pub fn parse_size(text: &str) -> Result<u64, String> {
+    match parse_bytes(text)? {
+        0 => Err("a block must hold at least one byte".into()),
+        n => Ok(n),
+    }
+}
+
+/// [`parse_size`], 0 included.
+fn parse_bytes(text: &str) -> Result<u64, String> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (digits, unit) = t.split_at(split);
@@ -405,13 +431,16 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     let n: u64 = digits
         .parse()
         .map_err(|_| format!("'{text}' is not a size (e.g. 65536, 256K, 4M)"))?;
-    let size = n
-        .checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("'{text}' is too large"))?;
-    if size == 0 {
-        return Err("a block must hold at least one byte".into());
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("'{text}' is too large"))
+}
+
+/// `--memory`: a size ([`parse_size`]) of at least one byte.
+fn parse_memory(text: &str) -> Result<u64, String> {
+    match parse_bytes(text)? {
+        0 => Err("a memory limit of 0 bytes allows nothing".into()),
+        n => Ok(n),
     }
-    Ok(size)
 }
 
 /// A size or a count of the recipe (`--hidden`, `--layers`, `--bptt`, `--stride`): a whole

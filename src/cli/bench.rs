@@ -119,12 +119,16 @@ pub fn run(args: &BenchArgs, quiet: bool) -> u8 {
 /// Compresses and decompresses `data` at `level`, timing and measuring each.
 fn measure(path: &Path, data: &[u8], kind: ModelKind, level: u8, v: Verbosity) -> Result<Row> {
     let label = path.display().to_string();
-    let options = crate::Options::new().level(level).model(kind);
+    let options = crate::Options::new()
+        .level(level)
+        .model(kind)
+        .size(data.len() as u64);
     let (recipe, weights) = options.prepare()?;
     let codec_options = codec::Options {
         weights: weights.as_deref(),
         save_model: false,
         expected_len: Some(data.len() as u64),
+        memory_limit: None,
     };
     let total = Some(data.len() as u64);
 

@@ -21,10 +21,12 @@ use crate::recipe::Recipe;
 const WATCH_EVERY: Duration = Duration::from_millis(50);
 
 /// Compresses `input` into `output` as one member per block. `recipe` may hold percent
-/// positions: they are resolved with each block's length.
+/// positions: they are resolved with each block's length; with `fit`, its stage is sized for
+/// each block (src/fit.rs).
 pub fn compress(
     recipe: &Recipe,
     plan: BlockPlan,
+    fit: bool,
     options: &Options<'_>,
     input: &mut dyn Read,
     output: &mut dyn Write,
@@ -55,7 +57,7 @@ pub fn compress(
             batch.push(Vec::new());
         }
         let first_index = members.len();
-        let coded = code_batch(recipe, options, &batch, first_index, &mut done, report)?;
+        let coded = code_batch(recipe, fit, options, &batch, first_index, &mut done, report)?;
         for (lmz, summary) in coded {
             output.write_all(&lmz).context("cannot write output")?;
             members.push(Member {
@@ -91,6 +93,7 @@ fn read_block(input: &mut dyn Read, size: u64) -> Result<Vec<u8>> {
 /// grows by the batch's. The progress callback runs on this thread only.
 fn code_batch(
     recipe: &Recipe,
+    fit: bool,
     options: &Options<'_>,
     batch: &[Vec<u8>],
     first_index: usize,
@@ -107,7 +110,8 @@ fn code_batch(
             .map(|(block, slot)| {
                 let stop = &stop;
                 scope.spawn(move || -> Result<(Vec<u8>, Summary)> {
-                    let recipe = recipe.resolve(Some(block.len() as u64))?;
+                    let len = Some(block.len() as u64);
+                    let recipe = crate::fit::for_input(recipe, len, fit)?;
                     let mut lmz = Vec::new();
                     let summary =
                         codec::compress(&recipe, options, &block[..], &mut lmz, &mut |p| {

@@ -29,6 +29,10 @@ use crate::recipe::{Base, Recipe, hex};
 pub struct Shared {
     weights: Option<Weights>,
     recipe: Option<Recipe>,
+    /// Whether the recipe's stage is sized for each input (src/fit.rs).
+    fit: bool,
+    /// `--memory`.
+    memory_limit: Option<u64>,
     /// `list` has printed its header line.
     listed: std::cell::Cell<bool>,
     /// What `list` has listed so far, for its totals line.
@@ -60,9 +64,15 @@ impl Shared {
             ),
             _ => None,
         };
+        let fit = match &settings.job {
+            Job::Compress { plan, .. } => plan.fits(),
+            _ => false,
+        };
         Ok(Shared {
             weights,
             recipe,
+            fit,
+            memory_limit: settings.memory_limit,
             listed: std::cell::Cell::new(false),
             list_totals: std::cell::Cell::default(),
         })
@@ -73,6 +83,7 @@ impl Shared {
             weights: self.weights.as_ref(),
             save_model,
             expected_len: None,
+            memory_limit: self.memory_limit,
         }
     }
 }
@@ -365,9 +376,17 @@ impl CompressJob<'_> {
             meter.update(p)
         };
         match self.blocks {
-            Some(plan) => blocks::compress(self.recipe, plan, options, input, output, &mut report),
+            Some(plan) => blocks::compress(
+                self.recipe,
+                plan,
+                self.shared.fit,
+                options,
+                input,
+                output,
+                &mut report,
+            ),
             None => {
-                let recipe = self.recipe.resolve(length)?;
+                let recipe = crate::fit::for_input(self.recipe, length, self.shared.fit)?;
                 codec::compress(&recipe, options, input, output, &mut report)
             }
         }
@@ -623,6 +642,7 @@ fn info_one(input: &Input, verbosity: Verbosity) -> Result<()> {
     let raw: u64 = members.iter().map(|m| m.raw_len).sum();
     let lmz: u64 = members.iter().map(|m| m.stream_len).sum();
     let frames: u64 = members.iter().map(|m| m.frames).sum();
+    let memory = decode_memory(&members);
     let mut text = format!(
         "{name}\n\
          \x20 format version:   {format}\n\
@@ -633,7 +653,8 @@ fn info_one(input: &Input, verbosity: Verbosity) -> Result<()> {
          \x20 original size:    {raw} bytes\n\
          \x20 compressed size:  {lmz} bytes\n\
          \x20 bits per byte:    {bpb:.3}\n\
-         \x20 frames:           {frames}\n",
+         \x20 frames:           {frames}\n\
+         \x20 memory to decode: {memory}\n",
         name = input.label(),
         format = first.header.format_version,
         header_len = first.header.len,
@@ -685,11 +706,24 @@ fn numerics_text(version: u8) -> String {
     }
 }
 
+/// The memory decoding needs ([`codec::memory_needed`]): the most any member needs (members
+/// are decoded one after another), or why it is not known.
+fn decode_memory(members: &[format::Layout]) -> String {
+    let mut most = 0;
+    for m in members {
+        match codec::read_recipe(&m.header) {
+            Ok(recipe) => most = most.max(codec::memory_needed(&recipe)),
+            Err(_) => return "unknown (a recipe this build cannot read)".into(),
+        }
+    }
+    codec::mebibytes(most)
+}
+
 /// One `-l` row: members, compressed and uncompressed bytes, ratio, bits per byte, name.
 /// Where the output is larger than the input, the header outweighs what the model saved, and
 /// bits per byte would measure the header (a 1-byte member shows thousands): `-` stands there
 /// instead, as xz -l shows `---` for a ratio it cannot give.
-fn list_row(count: &str, lmz: u64, raw: u64, name: &str) -> String {
+fn list_row(count: &str, lmz: u64, raw: u64, memory: Option<&str>, name: &str) -> String {
     let ratio = if lmz == 0 {
         0.0
     } else {
@@ -700,26 +734,41 @@ fn list_row(count: &str, lmz: u64, raw: u64, name: &str) -> String {
     } else {
         format!("{:.3}", bits_per_byte(lmz, raw))
     };
-    format!("{count:>7} {lmz:>11} {raw:>13} {ratio:>7.3} {bpb:>7}  {name}\n")
+    let memory = memory.map_or(String::new(), |m| format!(" {m:>10}"));
+    format!("{count:>7} {lmz:>11} {raw:>13} {ratio:>7.3} {bpb:>7}{memory}  {name}\n")
 }
 
 /// The `-l` line of a file (after a header line before the first): members, sizes, ratio,
-/// bits per byte; with `-v`, a line per member below it.
+/// bits per byte; with `-v`, the memory decoding needs and a line per member below it.
 fn list_one(shared: &Shared, input: &Input, verbosity: Verbosity) -> Result<()> {
     let members = scan_input(input)?;
+    let verbose = verbosity >= Verbosity::Verbose;
     let mut text = String::new();
     if !shared.listed.replace(true) {
-        text += "members  compressed  uncompressed   ratio     bpb  name\n";
+        text += match verbose {
+            false => "members  compressed  uncompressed   ratio     bpb  name\n",
+            true => "members  compressed  uncompressed   ratio     bpb     memory  name\n",
+        };
     }
     let raw: u64 = members.iter().map(|m| m.raw_len).sum();
     let lmz: u64 = members.iter().map(|m| m.stream_len).sum();
-    text += &list_row(&members.len().to_string(), lmz, raw, &input.label());
-    if verbosity >= Verbosity::Verbose {
+    let memory = |ms: &[format::Layout]| {
+        let m = decode_memory(ms);
+        match m.starts_with("unknown") {
+            true => "-".to_string(),
+            false => m,
+        }
+    };
+    let file_memory = verbose.then(|| memory(&members));
+    let count = members.len().to_string();
+    text += &list_row(&count, lmz, raw, file_memory.as_deref(), &input.label());
+    if verbose {
         for (i, m) in members.iter().enumerate() {
             text += &list_row(
                 &format!("#{}", i + 1),
                 m.stream_len,
                 m.raw_len,
+                Some(&memory(std::slice::from_ref(m))),
                 &format!("  member {}", i + 1),
             );
         }
@@ -746,6 +795,7 @@ pub fn finish_list(shared: &Shared) -> Result<()> {
         &t.members.to_string(),
         t.lmz,
         t.raw,
+        None,
         &format!("{} files", t.files),
     );
     write_stdout(&text)

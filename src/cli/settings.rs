@@ -118,6 +118,8 @@ pub struct Settings {
     pub threads: usize,
     /// Warnings about the command line that do not stop the run (printed unless `-q`).
     pub warnings: Vec<String>,
+    /// `--memory`: most memory a stream's decoding may need.
+    pub memory_limit: Option<u64>,
 }
 
 /// The suffix of compressed files unless `-S` names another.
@@ -166,6 +168,12 @@ impl RecipePlan {
                 clip: m.clip,
             },
         }
+    }
+
+    /// Whether the stage may be sized for each input (src/fit.rs): unless `--recipe` gives
+    /// `table`, `match` or `fit` itself.
+    pub fn fits(&self) -> bool {
+        !self.text.as_deref().is_some_and(recipe::names_stage_sizes)
     }
 
     /// The `file:PATH` of the recipe text, if it has one.
@@ -344,6 +352,13 @@ impl Settings {
             (false, 1) => Verbosity::Verbose,
             (false, _) => Verbosity::Detailed,
         };
+        let memory_limit = match &cli.command {
+            None => cli.top.memory,
+            Some(Command::Compress(a)) => a.memory,
+            Some(Command::Decompress(a)) => a.memory,
+            Some(Command::Test(a)) => a.memory,
+            Some(_) => None,
+        };
         let (job, input, weights, threads) = match cli.command {
             None => {
                 // With -d, -t or -l the compression options are ignored, as zstd ignores a
@@ -430,6 +445,7 @@ impl Settings {
             suffix,
             threads,
             warnings,
+            memory_limit,
         })
     }
 }

@@ -1,41 +1,57 @@
 //! Adaptive probability maps (SSE): refine a probability given a small context. Each context
 //! has 33 points over the stretch domain; the output interpolates the two points around the
 //! input, and the nearer point moves toward each coded bit. A map starts as the identity.
+//!
+//! Each point is stored as its difference from the identity's point (modulo 2^16), so a map
+//! starts as zeros: the system hands out zeroed pages only when they are first written, and
+//! a short input pays only for the contexts it meets (the largest maps have 2^16 and 2^18
+//! contexts, 4 and 17 MB). The values, and so every output, are the same as if each context
+//! had been filled with the identity.
 
 use super::counters::prefetch;
 use super::logistic::{squash, stretch};
 
 pub struct Apm {
-    /// 16-bit probabilities, 33 per context.
+    /// 16-bit probabilities, 33 per context, each as its difference from `row` (wrapping).
     table: Vec<u16>,
-    /// The point to update after the bit.
+    /// The points every context starts with: the identity.
+    row: [u16; 33],
+    /// The point to update after the bit, and its place in the row.
     index: usize,
+    index_j: usize,
     /// Adaptation shift: each update moves a point by 1/2^rate of its error.
     rate: u32,
-    /// The lower point of the last input and its interpolation weight (0..4096) toward the
-    /// upper one, for [`Apm::update_both`].
+    /// The lower point of the last input, its place in the row, and its interpolation weight
+    /// (0..4096) toward the upper one, for [`Apm::update_both`].
     base: usize,
+    lo: usize,
     weight: i32,
 }
 
 impl Apm {
     pub fn new(contexts: usize, rate: u32) -> Self {
-        // Every context starts as the same row: built once and copied (the largest map has
-        // 2^18 contexts, and computing each point again cost milliseconds per stream).
-        let row: Vec<u16> = (0..33)
-            .map(|j| (squash((j - 16) * 128) * 16) as u16)
-            .collect();
-        let mut table = Vec::with_capacity(contexts * 33);
-        for _ in 0..contexts {
-            table.extend_from_slice(&row);
-        }
         Apm {
-            table,
+            table: vec![0; contexts * 33],
+            row: std::array::from_fn(|j| (squash((j as i32 - 16) * 128) * 16) as u16),
             index: 0,
+            index_j: 0,
             rate,
             base: 0,
+            lo: 0,
             weight: 0,
         }
+    }
+
+    /// The point at `i`, the `j`th of its context.
+    #[inline]
+    fn point(&self, i: usize, j: usize) -> i32 {
+        self.table[i].wrapping_add(self.row[j]) as i32
+    }
+
+    /// Sets the point at `i`, the `j`th of its context, to `value` (0..=65535).
+    #[inline]
+    fn set_point(&mut self, i: usize, j: usize, value: i32) {
+        self.table[i] = (value as u16).wrapping_sub(self.row[j]);
     }
 
     pub fn bytes(contexts: usize) -> usize {
@@ -56,11 +72,14 @@ impl Apm {
         let lo = (pos >> 12) as usize; // 0..=31
         let w = pos & 4095;
         let base = cx * 33 + lo;
-        self.index = base + (w >> 11) as usize;
+        let up = (w >> 11) as usize;
+        self.index = base + up;
+        self.index_j = lo + up;
         self.base = base;
+        self.lo = lo;
         self.weight = w;
-        let a = self.table[base] as i32;
-        let b = self.table[base + 1] as i32;
+        let a = self.point(base, lo);
+        let b = self.point(base + 1, lo + 1);
         ((a * (4096 - w) + b * w) >> 16).clamp(1, 4095)
     }
 
@@ -68,18 +87,19 @@ impl Apm {
     /// interpolation (the nearer point moves more), at `1/2^rate` of its error.
     pub fn update_both(&mut self, bit: u32) {
         let target = if bit == 1 { 65535 } else { 0 };
-        let (base, w) = (self.base, self.weight);
-        for (i, share) in [(base, 4096 - w), (base + 1, w)] {
-            let t = self.table[i] as i32;
+        let (base, lo, w) = (self.base, self.lo, self.weight);
+        for (i, j, share) in [(base, lo, 4096 - w), (base + 1, lo + 1, w)] {
+            let t = self.point(i, j);
             let step = ((target - t) as i64 * share as i64) >> (12 + self.rate);
-            self.table[i] = (t + step as i32) as u16;
+            self.set_point(i, j, t + step as i32);
         }
     }
 
     pub fn update(&mut self, bit: u32) {
         let target = if bit == 1 { 65535 } else { 0 };
-        let t = self.table[self.index] as i32;
-        self.table[self.index] = (t + ((target - t) >> self.rate)) as u16;
+        let (i, j) = (self.index, self.index_j);
+        let t = self.point(i, j);
+        self.set_point(i, j, t + ((target - t) >> self.rate));
     }
 }
 
@@ -113,12 +133,13 @@ mod tests {
         // An input between two points: both learn, the nearer one more.
         let p = crate::mix::logistic::squash(-1000);
         let before = a.refine(p, 0);
-        let (lo, hi) = (a.table[a.base], a.table[a.base + 1]);
+        let points = |a: &Apm| (a.point(a.base, a.lo), a.point(a.base + 1, a.lo + 1));
+        let (lo, hi) = points(&a);
         for _ in 0..300 {
             a.refine(p, 0);
             a.update_both(1);
         }
-        assert!(a.table[a.base] > lo && a.table[a.base + 1] > hi);
+        assert!(points(&a).0 > lo && points(&a).1 > hi);
         let after = a.refine(p, 0);
         assert!(after > before + 1500, "{before} -> {after}");
         for _ in 0..600 {

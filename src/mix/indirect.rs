@@ -13,8 +13,16 @@ use super::counters::hash;
 use super::spec::MixSpec;
 use super::tables::Family;
 
-/// Log2 of the entries of the history after the last three bytes.
+/// Log2 of the entries of the history after the last three bytes (under `mix:fit`, at most
+/// `fit`).
 const AFTER3_BITS: u32 = 20;
+
+fn after3_bits(spec: &MixSpec) -> u32 {
+    match spec.fit {
+        0 => AFTER3_BITS,
+        fit => AFTER3_BITS.min(fit),
+    }
+}
 
 /// The histories of what followed each context (see the module's docs).
 pub struct Indirect {
@@ -24,10 +32,14 @@ pub struct Indirect {
     after2: Vec<u16>,
     /// By a hash of the last three bytes.
     after3: Vec<u16>,
+    /// Log2 of `after3`'s entries.
+    after3_bits: u32,
 }
 
-fn slot3(history: u64) -> usize {
-    (hash(history & 0xff_ffff, 0x1d3) >> (32 - AFTER3_BITS)) as usize
+impl Indirect {
+    fn slot3(&self, history: u64) -> usize {
+        (hash(history & 0xff_ffff, 0x1d3) >> (32 - self.after3_bits)) as usize
+    }
 }
 
 impl Family for Indirect {
@@ -39,15 +51,16 @@ impl Family for Indirect {
         vec![spec.quarter_table(); 4]
     }
 
-    fn bytes(_spec: &MixSpec) -> usize {
-        2 * ((1 << 8) + (1 << 16) + (1 << AFTER3_BITS))
+    fn bytes(spec: &MixSpec) -> usize {
+        2 * ((1 << 8) + (1 << 16) + (1 << after3_bits(spec)))
     }
 
-    fn new(_spec: &MixSpec) -> io::Result<Self> {
+    fn new(spec: &MixSpec) -> io::Result<Self> {
         Ok(Indirect {
             after1: vec![0; 1 << 8],
             after2: vec![0; 1 << 16],
-            after3: vec![0; 1 << AFTER3_BITS],
+            after3: vec![0; 1 << after3_bits(spec)],
+            after3_bits: after3_bits(spec),
         })
     }
 
@@ -56,14 +69,15 @@ impl Family for Indirect {
         let push = |h: &mut u16| *h = *h << 8 | byte as u16;
         push(&mut self.after1[(before & 0xff) as usize]);
         push(&mut self.after2[(before & 0xffff) as usize]);
-        push(&mut self.after3[slot3(before)]);
+        let at = self.slot3(before);
+        push(&mut self.after3[at]);
     }
 
     fn contexts(&self, s: &Shared, out: &mut [u32]) {
         let h = s.history;
         let a1 = self.after1[(h & 0xff) as usize] as u64;
         let a2 = self.after2[(h & 0xffff) as usize] as u64;
-        let a3 = self.after3[slot3(h)] as u64;
+        let a3 = self.after3[self.slot3(h)] as u64;
         out[0] = hash(a1 << 8 | (h & 0xff), 0x1d0);
         out[1] = hash((a2 & 0xff) << 16 | (h & 0xffff), 0x1d1);
         out[2] = hash(a2 << 8 | (h & 0xff), 0x1d2);

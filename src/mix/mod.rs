@@ -55,7 +55,8 @@ pub mod words;
 pub use component::{Component, Declare, Push, Shared};
 pub use netmaps::NetMaps;
 pub use spec::{
-    KEYS, MATCH_BITS, MAX_MIX_BYTES, MAX_ORDERS, MixKey, MixSpec, RATE, TABLE_BITS, key, key_names,
+    FIT_BITS, KEYS, MATCH_BITS, MAX_MIX_BYTES, MAX_ORDERS, MixKey, MixSpec, RATE, TABLE_BITS, key,
+    key_names,
 };
 
 use std::io;
@@ -82,6 +83,7 @@ impl Stage {
     /// A stage of the given settings (which must be valid: see [`MixSpec::validate`]); an
     /// error when the system will not map its tables.
     pub fn new(spec: &MixSpec) -> io::Result<Self> {
+        let spec = &spec.sized();
         let declared = parts::declare(spec);
         let mut stage = Stage {
             parts: Parts::new(spec)?,
@@ -96,7 +98,7 @@ impl Stage {
                 );
                 if spec.decay { m.with_decay() } else { m }
             },
-            sse: spec.sse.then(|| Sse::new(spec.fin)),
+            sse: spec.sse.then(|| Sse::new(spec)),
             p_mix: 2048,
             p: 2048,
         };

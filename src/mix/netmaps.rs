@@ -8,30 +8,35 @@ use super::apm::Apm;
 use super::component::{Component, Declare, Push, Shared};
 use super::logistic::{self, stretch};
 use super::spec::MixSpec;
+use super::sse::{order1_bits, order1_context};
 
 pub struct NetMaps {
     order0: Apm,
     order1: Apm,
+    /// Log2 contexts of `order1` (under `mix:fit`, fewer: src/mix/sse.rs).
+    order1_bits: u32,
 }
 
 impl NetMaps {
-    pub fn new() -> Self {
+    pub fn new(spec: &MixSpec) -> Self {
         NetMaps {
             order0: Apm::new(256, 6),
-            order1: Apm::new(1 << 16, 6),
+            order1: Apm::new(1 << order1_bits(spec), 6),
+            order1_bits: order1_bits(spec),
         }
     }
 
-    pub fn bytes() -> usize {
-        Apm::bytes(256) + Apm::bytes(1 << 16)
+    pub fn bytes(spec: &MixSpec) -> usize {
+        Apm::bytes(256) + Apm::bytes(1 << order1_bits(spec))
     }
 
     /// The two inputs for the network's stretched prediction `net`.
-    pub(super) fn inputs(&mut self, net: i32, c0: usize, c1: usize) -> [i32; 2] {
+    pub(super) fn inputs(&mut self, net: i32, c0: usize, c1: u32) -> [i32; 2] {
         let p = logistic::squash(net);
+        let cx = order1_context(c1, c0, self.order1_bits);
         [
             stretch(self.order0.refine(p, c0)),
-            stretch(self.order1.refine(p, c1 << 8 | c0)),
+            stretch(self.order1.refine(p, cx)),
         ]
     }
 
@@ -41,36 +46,31 @@ impl NetMaps {
     }
 }
 
-impl Default for NetMaps {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl Component for NetMaps {
     fn wanted(spec: &MixSpec) -> bool {
         spec.nmap
     }
 
-    fn declare(_spec: &MixSpec, d: &mut Declare) {
+    fn declare(spec: &MixSpec, d: &mut Declare) {
         d.inputs(2);
-        d.memory(NetMaps::bytes());
+        d.memory(NetMaps::bytes(spec));
     }
 
-    fn new(_spec: &MixSpec) -> io::Result<Self> {
-        Ok(NetMaps::new())
+    fn new(spec: &MixSpec) -> io::Result<Self> {
+        Ok(NetMaps::new(spec))
     }
 
     #[inline]
     fn predict(&mut self, s: &Shared, m: &mut Push) {
-        let [a, b] = self.inputs(s.net, s.c0 as usize, s.c1() as usize);
+        let [a, b] = self.inputs(s.net, s.c0 as usize, s.c1());
         m.add(a);
         m.add(b);
     }
 
     #[inline]
     fn prefetch(&self, s: &Shared, c0: u32) {
-        self.order1.prefetch((s.c1() as usize) << 8 | c0 as usize);
+        let cx = order1_context(s.c1(), c0 as usize, self.order1_bits);
+        self.order1.prefetch(cx);
     }
 
     #[inline]
@@ -85,15 +85,15 @@ mod tests {
 
     #[test]
     fn network_maps_learn_a_biased_network() {
-        let mut maps = NetMaps::new();
+        let mut maps = NetMaps::new(&MixSpec::DEFAULT);
         // The network says 0.9 where the bit is 1 only half the time after 'q'.
         let net = stretch(3686);
-        let before = maps.inputs(net, 1, b'q' as usize);
+        let before = maps.inputs(net, 1, b'q' as u32);
         for t in 0..400 {
-            maps.inputs(net, 1, b'q' as usize);
+            maps.inputs(net, 1, b'q' as u32);
             maps.learn(t & 1);
         }
-        let after = maps.inputs(net, 1, b'q' as usize);
+        let after = maps.inputs(net, 1, b'q' as u32);
         assert!(before[1] > stretch(3500), "{before:?}");
         assert!(after[1].abs() < stretch(2600), "{after:?}");
         assert!(after[0].abs() < before[0], "{before:?} {after:?}");

@@ -21,6 +21,10 @@ pub struct MixSpec {
     pub sse: bool,
     /// Counters per context table above order 1, log2.
     pub table: u32,
+    /// The stage sized for its input (0: not; src/fit.rs chooses it from the input's length):
+    /// `table` and `match` capped at this log2 size, and the other large maps with them
+    /// ([`MixSpec::sized`]).
+    pub fit: u32,
     /// The mixer's learning rate (1/16384 units, see [`super::mixer`]).
     pub rate: u32,
     /// Per context table, a learned map from (count, whether the context was deterministic so
@@ -81,6 +85,8 @@ pub const MAX_ORDERS: u32 = 8;
 pub const TABLE_BITS: std::ops::RangeInclusive<u32> = 12..=24;
 pub const MATCH_BITS: std::ops::RangeInclusive<u32> = 12..=28;
 pub const RATE: std::ops::RangeInclusive<u32> = 1..=64;
+/// Values of the key `fit` besides 0 (the SSE map it shrinks keeps at least 2^12 contexts).
+pub const FIT_BITS: std::ops::RangeInclusive<u32> = 16..=28;
 /// Counters of the order-0 and order-1 tables, log2 (a byte and a partial byte fit in 16 bits).
 pub(super) const SMALL_TABLE_BITS: u32 = 16;
 
@@ -102,7 +108,7 @@ pub struct MixKey {
 }
 
 /// The keys of `mix:` in canonical order.
-pub static KEYS: [MixKey; 12] = [
+pub static KEYS: [MixKey; 13] = [
     MixKey {
         name: "orders",
         get: |m| m.orders,
@@ -161,6 +167,20 @@ pub static KEYS: [MixKey; 12] = [
             )),
         },
         implicit: None,
+    },
+    MixKey {
+        name: "fit",
+        get: |m| m.fit,
+        set: |m, v| m.fit = v,
+        check: |v| match v == 0 || FIT_BITS.contains(&v) {
+            true => Ok(()),
+            false => Err(format!(
+                "mix fit {v} is out of range (0 for none, or {}..={}, log2 of the largest table)",
+                FIT_BITS.start(),
+                FIT_BITS.end()
+            )),
+        },
+        implicit: Some(0),
     },
     MixKey {
         name: "rate",
@@ -294,6 +314,7 @@ impl MixSpec {
         matcher: 22,
         sse: true,
         table: 22,
+        fit: 0,
         rate: 3,
         conf: true,
         pword: true,
@@ -345,7 +366,20 @@ impl MixSpec {
     /// What the components of this stage add to the mixer: its inputs, selectors and memory
     /// (see [`super::component::Declare`]).
     pub fn declare(&self) -> super::Declare {
-        super::parts::declare(self)
+        super::parts::declare(&self.sized())
+    }
+
+    /// The settings the stage is built with: under `fit`, `table` and `match` capped at
+    /// `2^fit` (the SSE maps read `fit` themselves); without it, `self`.
+    pub fn sized(&self) -> MixSpec {
+        match self.fit {
+            0 => *self,
+            fit => MixSpec {
+                table: self.table.min(fit),
+                matcher: self.matcher.min(fit),
+                ..*self
+            },
+        }
     }
 
     /// Log2 size of the fifth round's tables (indirect, columns, runs): a quarter of `table`,
@@ -372,7 +406,7 @@ impl MixSpec {
     pub fn bytes(&self) -> usize {
         let d = self.declare();
         let sse = if self.sse {
-            super::sse::Sse::bytes(self.fin)
+            super::sse::Sse::bytes(self)
         } else {
             0
         };

@@ -9,9 +9,41 @@
 //! (`FIN_WEIGHTS`).
 
 use super::apm::Apm;
+use super::spec::MixSpec;
 
-/// Contexts of the order-2 map, log2: a hash of the last two bytes with the bits so far.
+/// Contexts of the order-2 map, log2: a hash of the last two bytes with the bits so far;
+/// under `mix:fit`, at most `fit − 4` (1/16 of the largest table's counters, measured
+/// against 1/8 and 1/32 on small inputs, docs/experiments.md).
 const ORDER2_BITS: u32 = 18;
+
+/// Log2 contexts of the maps by the last byte and the bits so far (the order-1 map here, and
+/// the network's map by the last byte, src/mix/netmaps.rs): 16, one per pair; under
+/// `mix:fit`, at most `fit − 4`, the last byte then hashed to fewer values (on binaries every
+/// byte value comes round, and the two maps alone would fill 8.6 MB).
+pub(super) fn order1_bits(spec: &MixSpec) -> u32 {
+    match spec.fit {
+        0 => 16,
+        fit => 16.min(fit - 4),
+    }
+}
+
+/// The context of the last byte `c1` and the bits so far `c0` in a map of `2^bits` contexts
+/// ([`order1_bits`]).
+#[inline]
+pub(super) fn order1_context(c1: u32, c0: usize, bits: u32) -> usize {
+    match bits {
+        16 => (c1 as usize) << 8 | c0,
+        _ => ((c1.wrapping_mul(0x9E37_79B1) >> (32 - (bits - 8))) as usize) << 8 | c0,
+    }
+}
+
+/// Log2 contexts of the order-2 map of a stage of `spec`.
+fn order2_bits(spec: &MixSpec) -> u32 {
+    match spec.fit {
+        0 => ORDER2_BITS,
+        fit => ORDER2_BITS.min(fit - 4),
+    }
+}
 /// Match states: none, or (length bucket 0..31, expected bit).
 const MATCH_STATES: usize = 65;
 /// Adaptation shift of the two `fin` maps: faster than the first two (7), as their contexts
@@ -26,6 +58,9 @@ pub struct Sse {
     order1: Apm,
     /// With `fin`: the maps by the last two bytes and by the match state.
     fin: Option<[Apm; 2]>,
+    /// Log2 contexts of the order-1 and order-2 maps.
+    order1_bits: u32,
+    order2_bits: u32,
 }
 
 /// What the maps read beside the probability: the bits of the byte so far after a leading 1
@@ -39,25 +74,29 @@ pub struct SseContext {
 }
 
 impl Sse {
-    pub fn new(fin: bool) -> Self {
+    /// The maps of a stage of `spec` (`fin`, and `fit` for the order-2 map's size).
+    pub fn new(spec: &MixSpec) -> Self {
+        let (order1_bits, order2_bits) = (order1_bits(spec), order2_bits(spec));
         Sse {
             order0: Apm::new(256, 7),
-            order1: Apm::new(1 << 16, 7),
-            fin: fin.then(|| {
+            order1: Apm::new(1 << order1_bits, 7),
+            fin: spec.fin.then(|| {
                 [
-                    Apm::new(1 << ORDER2_BITS, FIN_RATE),
+                    Apm::new(1 << order2_bits, FIN_RATE),
                     Apm::new(MATCH_STATES * 256, FIN_RATE),
                 ]
             }),
+            order1_bits,
+            order2_bits,
         }
     }
 
-    /// Bytes of memory the maps take.
-    pub fn bytes(fin: bool) -> usize {
+    /// Bytes of memory the maps of a stage of `spec` take.
+    pub fn bytes(spec: &MixSpec) -> usize {
         Apm::bytes(256)
-            + Apm::bytes(1 << 16)
-            + if fin {
-                Apm::bytes(1 << ORDER2_BITS) + Apm::bytes(MATCH_STATES * 256)
+            + Apm::bytes(1 << order1_bits(spec))
+            + if spec.fin {
+                Apm::bytes(1 << order2_bits(spec)) + Apm::bytes(MATCH_STATES * 256)
             } else {
                 0
             }
@@ -67,11 +106,13 @@ impl Sse {
     pub fn refine(&mut self, p: i32, cx: &SseContext) -> i32 {
         let c0 = cx.c0 as usize;
         let r0 = self.order0.refine(p, c0);
-        let r1 = self.order1.refine(p, ((cx.c1 as usize) << 8) | c0);
+        let r1 = self
+            .order1
+            .refine(p, order1_context(cx.c1, c0, self.order1_bits));
         let Some([order2, matched]) = &mut self.fin else {
             return (p + r0 + 2 * r1 + 2) >> 2;
         };
-        let r2 = order2.refine(p, order2_context(cx.c2, c0));
+        let r2 = order2.refine(p, order2_context(cx.c2, c0, self.order2_bits));
         let r3 = matched.refine(p, (cx.match_state << 8) | c0);
         let [a, b, c, d, e] = FIN_WEIGHTS;
         let sum = a * p + b * r0 + c * r1 + d * r2 + e * r3;
@@ -83,9 +124,10 @@ impl Sse {
     /// read for the bits `c0` after the last bytes `c1` and `c2` (see [`SseContext`]).
     pub fn prefetch(&self, c0: u32, c1: u32, c2: u32) {
         let c0 = c0 as usize;
-        self.order1.prefetch(((c1 as usize) << 8) | c0);
+        self.order1
+            .prefetch(order1_context(c1, c0, self.order1_bits));
         if let Some([order2, _]) = &self.fin {
-            order2.prefetch(order2_context(c2, c0));
+            order2.prefetch(order2_context(c2, c0, self.order2_bits));
         }
     }
 
@@ -100,9 +142,10 @@ impl Sse {
     }
 }
 
-/// The order-2 map's context: the last two bytes hashed, with the bits so far.
-fn order2_context(c2: u32, c0: usize) -> usize {
-    let h = (c2.wrapping_mul(0x9E37_79B1) >> (32 - (ORDER2_BITS - 8))) as usize;
+/// The order-2 map's context: the last two bytes hashed to `bits − 8` bits, with the bits so
+/// far.
+fn order2_context(c2: u32, c0: usize, bits: u32) -> usize {
+    let h = (c2.wrapping_mul(0x9E37_79B1) >> (32 - (bits - 8))) as usize;
     (h << 8) | c0
 }
 
@@ -112,8 +155,12 @@ mod tests {
 
     #[test]
     fn the_match_map_learns_that_a_long_match_is_sure() {
-        let mut plain = Sse::new(false);
-        let mut fin = Sse::new(true);
+        let spec = |fin| MixSpec {
+            fin,
+            ..MixSpec::DEFAULT
+        };
+        let mut plain = Sse::new(&spec(false));
+        let mut fin = Sse::new(&spec(true));
         let cx = SseContext {
             c0: 5,
             c1: b'e' as u32,
@@ -130,8 +177,16 @@ mod tests {
         let (a, b) = (plain.refine(2867, &cx), fin.refine(2867, &cx));
         assert!(b > a + 150, "{a} {b}");
         assert_eq!(
-            Sse::bytes(true) - Sse::bytes(false),
+            Sse::bytes(&spec(true)) - Sse::bytes(&spec(false)),
             Apm::bytes((1 << 18) + 65 * 256)
+        );
+        let fitted = MixSpec {
+            fit: 18,
+            ..spec(true)
+        };
+        assert_eq!(
+            Sse::bytes(&fitted) - Sse::bytes(&spec(false)),
+            Apm::bytes((1 << 14) + 65 * 256) - Apm::bytes((1 << 16) - (1 << 14))
         );
     }
 }

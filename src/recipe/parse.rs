@@ -78,6 +78,22 @@ pub fn file_path(text: &str) -> Option<&str> {
         .filter(|rest| !rest.is_empty() && !rest.starts_with("sha256="))
 }
 
+/// Whether a text's `mix:` item gives one of the stage's sizes (`table`, `match` or `fit`):
+/// a run then keeps the sizes it has rather than fitting the stage to its input
+/// (src/fit.rs). A text that does not parse gives none (its error comes where it is applied).
+pub fn names_stage_sizes(text: &str) -> bool {
+    let kind = declared_kind(text).unwrap_or(ModelKind::Mamba1);
+    match Parser::new(text, false).parse(kind) {
+        Ok(Fragment {
+            mix: Some((MixItem::Keys(keys), _)),
+            ..
+        }) => keys
+            .iter()
+            .any(|(key, _, _)| matches!(key.name, "table" | "match" | "fit")),
+        _ => false,
+    }
+}
+
 /// Parses a complete recipe (every key given), as headers store it.
 pub fn parse_complete(text: &str) -> Result<Recipe, RecipeError> {
     let p = Parser::new(text, true);
