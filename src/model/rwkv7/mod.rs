@@ -40,12 +40,15 @@ mod wkv;
 use anyhow::{Result, bail};
 
 use crate::kernels;
-use crate::model::layers::{layer_norm, layer_norm_backward, layer_norm_param_grads};
-use crate::model::layout::{Blocks, Layout, carve, carve_mut, register};
+use crate::model::layers::{
+    Linear, MAX_STEPS, layer_norm, layer_norm_backward, layer_norm_param_grads, row, row_mut,
+    step_rows,
+};
+use crate::model::layout::{Blocks, Layout, carve_mut, register};
 use crate::model::{Build, Layouts, Network, VOCAB};
 use crate::params::{InitRng, ParamSet, Scope, Slot, TensorSource};
 
-use block::GradScratch;
+use block::{Grads, Seg};
 use ffn::FfnWeights;
 use low_rank::{Inner, LowRank};
 
@@ -222,10 +225,10 @@ struct LayerSlots {
     attn_norm_b: Slot, // [C]
     ffn_norm_w: Slot,  // [C]
     ffn_norm_b: Slot,  // [C]
-    r_proj: Slot,      // [C, C]
-    k_proj: Slot,      // [C, C]
-    v_proj: Slot,      // [C, C]
-    o_proj: Slot,      // [C, C]
+    r_proj: Linear,    // [C, C]
+    k_proj: Linear,    // [C, C]
+    v_proj: Linear,    // [C, C]
+    o_proj: Linear,    // [C, C]
     /// Token-shift mixes `x_r, x_w, x_k, x_v, x_a, x_g`, each `[C]` (indexed by R, W, …).
     mix: [Slot; SHIFTS],
     /// Decay: `w_lora`, rank `Dw`, tanh inside, bias `w0`.
@@ -249,7 +252,7 @@ struct Slots {
     embed: Slot,        // [V, C]
     final_norm_w: Slot, // [C]
     final_norm_b: Slot, // [C]
-    lm_head: Slot,      // [V, C]
+    lm_head: Linear,    // [V, C]
     pre_norm_w: Slot,   // [C] (block 0)
     pre_norm_b: Slot,   // [C] (block 0)
     layers: Vec<LayerSlots>,
@@ -268,12 +271,9 @@ fn add_low_rank(
     let (rank, width) = shape;
     let lora = format!("{at}.{name}.lora");
     LowRank {
-        down: p.add(format!("{lora}.0.weight"), &[rank, width], ATTN),
-        up: p.add(format!("{lora}.2.weight"), &[width, rank], ATTN),
-        bias: bias.then(|| p.add(format!("{lora}.2.bias"), &[width], ATTN)),
+        down: Linear::register(p, &format!("{lora}.0"), (rank, width), false, ATTN),
+        up: Linear::register(p, &format!("{lora}.2"), (width, rank), bias, ATTN),
         inner,
-        rank,
-        width,
     }
 }
 
@@ -286,10 +286,13 @@ fn register_layer(cfg: &Config, p: &mut ParamSet, l: usize) -> LayerSlots {
     let attn_norm_b = p.add(format!("{b}.attn_norm.bias"), &[c], ATTN_NORM);
     let ffn_norm_w = p.add(format!("{b}.ffn_norm.weight"), &[c], FFN_NORM);
     let ffn_norm_b = p.add(format!("{b}.ffn_norm.bias"), &[c], FFN_NORM);
-    let r_proj = p.add(format!("{at}.r_proj.weight"), &[c, c], ATTN);
-    let k_proj = p.add(format!("{at}.k_proj.weight"), &[c, c], ATTN);
-    let v_proj = p.add(format!("{at}.v_proj.weight"), &[c, c], ATTN);
-    let o_proj = p.add(format!("{at}.o_proj.weight"), &[c, c], ATTN);
+    let proj = |p: &mut ParamSet, name: &str| {
+        Linear::register(p, &format!("{at}.{name}"), (c, c), false, ATTN)
+    };
+    let r_proj = proj(p, "r_proj");
+    let k_proj = proj(p, "k_proj");
+    let v_proj = proj(p, "v_proj");
+    let o_proj = proj(p, "o_proj");
     let mix = SHIFT_NAMES.map(|m| p.add(format!("{at}.{m}"), &[c], ATTN));
     let w_lora = add_low_rank(p, &at, "w_lora", (cfg.decay_rank, c), Inner::Tanh, true);
     let a_lora = add_low_rank(p, &at, "a_lora", (cfg.a_rank, c), Inner::Identity, true);
@@ -316,10 +319,8 @@ fn register_layer(cfg: &Config, p: &mut ParamSet, l: usize) -> LayerSlots {
         gn_b: p.add(format!("{at}.g_norm.bias"), &[c], ATTN),
         ffn_mix: p.add(format!("{b}.ffn.x_k"), &[c], FFN),
         ffn: FfnWeights {
-            key: p.add(format!("{b}.ffn.key.weight"), &[f, c], FFN),
-            value: p.add(format!("{b}.ffn.value.weight"), &[c, f], FFN),
-            width: c,
-            inner: f,
+            key: Linear::register(p, &format!("{b}.ffn.key"), (f, c), false, FFN),
+            value: Linear::register(p, &format!("{b}.ffn.value"), (c, f), false, FFN),
         },
     }
 }
@@ -331,7 +332,7 @@ fn register_params(cfg: &Config, p: &mut ParamSet) -> Slots {
     let embed = p.add_sparse_rows("model.embeddings.weight", &[VOCAB, c], EMBED);
     let final_norm_w = p.add("model.norm.weight", &[c], HEAD);
     let final_norm_b = p.add("model.norm.bias", &[c], HEAD);
-    let lm_head = p.add("lm_head.weight", &[VOCAB, c], HEAD);
+    let lm_head = Linear::register(p, "lm_head", (VOCAB, c), false, HEAD);
     let pre_norm_w = p.add("model.layers.0.pre_norm.weight", &[c], PRE_NORM);
     let pre_norm_b = p.add("model.layers.0.pre_norm.bias", &[c], PRE_NORM);
     let layers = (0..cfg.layers).map(|l| register_layer(cfg, p, l)).collect();
@@ -353,14 +354,14 @@ fn init_random(slots: &Slots, p: &mut ParamSet, seed: u64) {
     let mut rng = InitRng::new(seed);
     rng.fill_uniform(p.get_mut(slots.embed), 0.02);
     p.get_mut(slots.final_norm_w).fill(1.0);
-    rng.fill_uniform(p.get_mut(slots.lm_head), 0.02);
+    rng.fill_uniform(p.get_mut(slots.lm_head.w), 0.02);
     p.get_mut(slots.pre_norm_w).fill(1.0);
     for l in &slots.layers {
         p.get_mut(l.attn_norm_w).fill(1.0);
         p.get_mut(l.ffn_norm_w).fill(1.0);
         // r, k and v are drawn as one block, then o.
         for s in [l.r_proj, l.k_proj, l.v_proj, l.o_proj] {
-            rng.fill_uniform(p.get_mut(s), 0.02);
+            rng.fill_uniform(p.get_mut(s.w), 0.02);
         }
         // The low-rank matrices: decay, a, value residual (blocks after the first), gate.
         for lr in [
@@ -372,8 +373,8 @@ fn init_random(slots: &Slots, p: &mut ParamSet, seed: u64) {
         .into_iter()
         .flatten()
         {
-            rng.fill_uniform(p.get_mut(lr.down), 0.02);
-            rng.fill_uniform(p.get_mut(lr.up), 0.02);
+            rng.fill_uniform(p.get_mut(lr.down.w), 0.02);
+            rng.fill_uniform(p.get_mut(lr.up.w), 0.02);
         }
         // Mixes around ½: each shifted input starts as the mean of this byte and the last.
         for &m in &l.mix {
@@ -385,8 +386,8 @@ fn init_random(slots: &Slots, p: &mut ParamSet, seed: u64) {
         p.get_mut(l.r_k).fill(1.0);
         p.get_mut(l.gn_w).fill(1.0);
         rng.fill_centered(p.get_mut(l.ffn_mix), 0.5, 0.02);
-        rng.fill_uniform(p.get_mut(l.ffn.key), 0.02);
-        rng.fill_uniform(p.get_mut(l.ffn.value), 0.02);
+        rng.fill_uniform(p.get_mut(l.ffn.key.w), 0.02);
+        rng.fill_uniform(p.get_mut(l.ffn.value.w), 0.02);
     }
 }
 
@@ -556,7 +557,9 @@ pub struct Rwkv7 {
     /// The FFN's output before it joins the residual stream, `[C]`.
     block_out: Vec<f32>,
     logits: Vec<f32>,
-    g: GradScratch,
+    /// Gradient buffers ([`Grads`]) of `grad_steps` steps, grown by a longer segment.
+    grads: Vec<f32>,
+    grad_steps: usize,
 }
 
 impl Rwkv7 {
@@ -574,7 +577,8 @@ impl Rwkv7 {
             x: vec![0.0; cfg.hidden],
             block_out: vec![0.0; cfg.hidden],
             logits: vec![0.0; VOCAB],
-            g: GradScratch::new(&cfg),
+            grads: cfg.grad_layout(1).zeros(),
+            grad_steps: 1,
             cfg,
             slots,
         };
@@ -619,7 +623,7 @@ impl Rwkv7 {
         let tr = trace.unwrap_or(scratch);
         let (top, layers) = tr.split_at_mut(trace_layout.top);
         let top = step_trace(cfg, &mut carve_mut(top));
-        let (c, p) = (cfg.hidden, |slot: Slot| slot.of(&params.data));
+        let (c, p) = (cfg.hidden, |slot: Slot| params.get(slot));
 
         top.token[0] = token as f32;
         // 1. x0 = embed[token]   (a byte is always a valid row: no clamping, unlike the
@@ -641,17 +645,154 @@ impl Rwkv7 {
                 lt.x_in.copy_from_slice(x);
             }
             // 3.–16. x += W_o · attention(LN_attn(x))
-            block::time_mix_forward((ls, &params.data), &mut st, &mut lt, top.v_first, x, traced);
+            block::time_mix_forward((ls, params), &mut st, &mut lt, top.v_first, x, traced);
             // 17.–20. x += W_value · relu(W_key · shift(LN_ffn(x)))²
-            block::channel_mix_forward((ls, &params.data), &mut st, &mut lt, x, block_out);
+            block::channel_mix_forward((ls, params), &mut st, &mut lt, x, block_out);
         }
         // 21. logits = lm_head · LN_out(x)
         if logits {
             top.x_final.copy_from_slice(x);
             let (norm_w, norm_b) = (p(sl.final_norm_w), p(sl.final_norm_b));
             layer_norm(x, norm_w, norm_b, LN_EPS, top.xo);
-            kernels::gemv(p(sl.lm_head), top.xo, out, VOCAB, c);
+            sl.lm_head.forward(params, top.xo, out);
         }
+    }
+
+    /// Walks the traced steps `traces` back (T ≤ [`MAX_STEPS`]), last first, with
+    /// `grad_logits` one row of [`VOCAB`] per step (see [`Network::backward_steps`]), each
+    /// step of the forward over all the steps at once: the head (21), the blocks last first
+    /// (20–3), the pre-norm and the embedding (2–1). Without `carry`, the one step is the only
+    /// one (a one-step update).
+    fn backward_segment(
+        &mut self,
+        params: &ParamSet,
+        (traces, grad_logits): (&[Vec<f32>], &[f32]),
+        (scope, grads): (Scope, &mut [f32]),
+        mut carry: Option<&mut [f32]>,
+    ) {
+        let n = traces.len();
+        if self.grad_steps < n {
+            self.grads = self.cfg.grad_layout(n).zeros();
+            self.grad_steps = n;
+        }
+        let below = [EMBED, PRE_NORM, ATTN_NORM, FFN_NORM, ATTN, FFN]
+            .iter()
+            .any(|&gr| scope.has(gr));
+        if !below {
+            // No parameter in scope depends on the state, so its gradient is not computed; the
+            // carry is left zero rather than stale.
+            if let Some(cr) = carry.as_deref_mut() {
+                cr.fill(0.0);
+            }
+            if !scope.has(HEAD) {
+                return;
+            }
+        }
+        let (cfg, sl) = (&self.cfg, &self.slots);
+        let mut g = block::grads(cfg, self.grad_steps, &mut carve_mut(&mut self.grads));
+        let seg = |l| Seg {
+            cfg,
+            layout: &self.trace_layout,
+            traces,
+            l,
+        };
+        head_backward(
+            sl,
+            params,
+            (&seg(0), grad_logits),
+            &mut g,
+            (scope, grads),
+            below,
+        );
+        if !below {
+            return;
+        }
+        g.v_first[..n * cfg.hidden].fill(0.0);
+        for (l, ls) in sl.layers.iter().enumerate().rev() {
+            let range = self.state_layout.layers[l].clone();
+            let mut lc = carry
+                .as_deref_mut()
+                .map(|cr| layer_state(cfg, &mut carve_mut(&mut cr[range])));
+            let walk = (ls, params, &seg(l));
+            // 20.–17.
+            block::channel_mix_backward(walk, lc.as_mut(), &mut g, grads, scope);
+            // 16.–3.
+            block::time_mix_backward(walk, lc.as_mut(), &mut g, grads, scope);
+        }
+        input_backward(sl, params, &seg(0), &g, (scope, grads));
+    }
+}
+
+/// Step 21 walked back over the segment's steps: `logits = lm_head · xo`, `xo =
+/// LN_out(x_final)`. Writes the rows of `g.xn` and, when the blocks below train (`below`), of
+/// `g.x`.
+fn head_backward(
+    sl: &Slots,
+    params: &ParamSet,
+    (seg, grad_logits): (&Seg, &[f32]),
+    g: &mut Grads<&mut [f32]>,
+    (scope, grads): (Scope, &mut [f32]),
+    below: bool,
+) {
+    let (c, n) = (seg.cfg.hidden, seg.n());
+    let train = scope.has(HEAD);
+    let xo = step_rows(n, |t| seg.top(t).xo);
+    let g_head = train.then_some(&mut *grads);
+    sl.lm_head
+        .backward_steps(params, g_head, &xo[..n], grad_logits, (g.xn, c), false);
+    let (w, b) = (sl.final_norm_w, sl.final_norm_b);
+    for t in (0..n).rev() {
+        let x_final = seg.top(t).x_final;
+        if train {
+            layer_norm_param_grads(x_final, LN_EPS, row(g.xn, t, c), grads, w, b);
+        }
+        if below {
+            let (g_xn, g_x) = (row(g.xn, t, c), row_mut(g.x, t, c));
+            layer_norm_backward(x_final, params.get(w), LN_EPS, g_xn, g_x);
+        }
+    }
+}
+
+/// Steps 2 and 1 walked back over the segment's steps, from the rows of `g.x`: `x =
+/// LN_pre(x0)`, `x0 = embed[token]`.
+fn input_backward(
+    sl: &Slots,
+    params: &ParamSet,
+    seg: &Seg,
+    g: &Grads<&mut [f32]>,
+    (scope, grads): (Scope, &mut [f32]),
+) {
+    let c = seg.cfg.hidden;
+    let mut g_x0 = [0.0f32; crate::model::MAX_DIM];
+    for t in (0..seg.n()).rev() {
+        let top = seg.top(t);
+        let g_x = row(g.x, t, c);
+        // 2. x = LN_pre(x0)
+        if scope.has(PRE_NORM) {
+            let (w, b) = (sl.pre_norm_w, sl.pre_norm_b);
+            layer_norm_param_grads(top.x0, LN_EPS, g_x, grads, w, b);
+        }
+        // 1. x0 = embed[token]
+        if scope.has(EMBED) {
+            let g_x0 = &mut g_x0[..c];
+            layer_norm_backward(top.x0, params.get(sl.pre_norm_w), LN_EPS, g_x, g_x0);
+            let row = sl.embed.row(top.token[0] as usize, c);
+            kernels::add_assign(row.of_mut(grads), g_x0);
+        }
+    }
+}
+
+impl Config {
+    /// The layout of the gradient buffers of a backward over `steps` steps.
+    fn grad_layout(&self, steps: usize) -> Layout {
+        let mut layout = Layout::new();
+        block::grads(self, steps, &mut register(&mut layout, ""));
+        layout
+    }
+
+    /// Floats of the gradient buffers a backward over `steps` steps at once keeps.
+    pub fn step_grad_floats(&self, steps: usize) -> usize {
+        self.grad_layout(steps).len()
     }
 }
 
@@ -711,75 +852,29 @@ impl Network for Rwkv7 {
         grad_logits: &[f32],
         scope: Scope,
         grads: &mut [f32],
-        mut carry: Option<&mut Vec<f32>>,
+        carry: Option<&mut Vec<f32>>,
     ) {
-        let Rwkv7 {
-            cfg,
-            slots: sl,
-            state_layout,
-            trace_layout,
-            g,
-            ..
-        } = self;
-        let (c, p) = (cfg.hidden, |slot: Slot| slot.of(&params.data));
-        let train_head = scope.has(HEAD);
-        let below = [EMBED, PRE_NORM, ATTN_NORM, FFN_NORM, ATTN, FFN]
-            .iter()
-            .any(|&gr| scope.has(gr));
-        if !below {
-            // No parameter in scope depends on the state, so its gradient is not computed; the
-            // carry is left zero rather than stale.
-            if let Some(cr) = carry.as_deref_mut() {
-                cr.fill(0.0);
-            }
-            if !train_head {
-                return;
-            }
-        }
-        let top = step_trace(cfg, &mut carve(&tr[..trace_layout.top]));
+        let (traces, carry) = (std::slice::from_ref(tr), carry.map(|c| c.as_mut_slice()));
+        self.backward_segment(params, (traces, grad_logits), (scope, grads), carry);
+    }
 
-        // 21. logits = lm_head · xo,   xo = LN_out(x_final)
-        let g_w = train_head.then(|| sl.lm_head.of_mut(grads));
-        kernels::linear_backward(p(sl.lm_head), grad_logits, top.xo, &mut g.xn, g_w, VOCAB, c);
-        if train_head {
-            let (w, b) = (sl.final_norm_w, sl.final_norm_b);
-            layer_norm_param_grads(top.x_final, LN_EPS, &g.xn, grads, w, b);
-        }
-        if !below {
-            return;
-        }
-        layer_norm_backward(top.x_final, p(sl.final_norm_w), LN_EPS, &g.xn, &mut g.x);
-        g.v_first.fill(0.0);
-        for (l, ls) in sl.layers.iter().enumerate().rev() {
-            let lt = layer_trace(cfg, l, &mut carve(&tr[trace_layout.layers[l].clone()]));
-            let range = state_layout.layers[l].clone();
-            let mut lc = carry
-                .as_deref_mut()
-                .map(|cr| layer_state(cfg, &mut carve_mut(&mut cr[range])));
-            // 20.–17.
-            block::channel_mix_backward(ls, &params.data, &lt, lc.as_mut(), g, grads, scope);
-            // 16.–3.
-            block::time_mix_backward(
-                ls,
-                &params.data,
-                &lt,
-                top.v_first,
-                lc.as_mut(),
-                g,
-                grads,
-                scope,
-            );
-        }
-        // 2. x = LN_pre(x0)
-        if scope.has(PRE_NORM) {
-            let (w, b) = (sl.pre_norm_w, sl.pre_norm_b);
-            layer_norm_param_grads(top.x0, LN_EPS, &g.x, grads, w, b);
-        }
-        if scope.has(EMBED) {
-            layer_norm_backward(top.x0, p(sl.pre_norm_w), LN_EPS, &g.x, &mut g.tmp);
-            // 1. x0 = embed[token]
-            let row = sl.embed.row(top.token[0] as usize, c);
-            kernels::add_assign(row.of_mut(grads), &g.tmp);
+    /// Layer by layer over up to [`MAX_STEPS`] steps at once, the last of them first.
+    fn backward_steps(
+        &mut self,
+        params: &ParamSet,
+        traces: &[Vec<f32>],
+        grad_logits: &[f32],
+        scope: Scope,
+        grads: &mut [f32],
+        carry: &mut Vec<f32>,
+    ) {
+        let mut end = traces.len();
+        while end > 0 {
+            let start = end.saturating_sub(MAX_STEPS);
+            let g = &grad_logits[start * VOCAB..end * VOCAB];
+            let part = &traces[start..end];
+            self.backward_segment(params, (part, g), (scope, &mut *grads), Some(carry));
+            end = start;
         }
     }
 }
