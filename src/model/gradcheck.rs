@@ -191,3 +191,24 @@ pub fn assert_backward_steps_equal<N: Network>(
         assert!(grads_steps.iter().any(|&x| x != 0.0), "{scope:?}");
     }
 }
+
+/// Replaying known bytes with [`Network::advance_steps`] (layer by layer over all steps) leaves
+/// the state bit for bit where [`Network::advance`] byte after byte leaves it, for each length
+/// of `text` in `lens` (lengths past [`crate::model::layers::MAX_STEPS`] cross the replay's
+/// internal batches).
+pub fn assert_replay_equals_advance<N: Network>(
+    net: &mut N,
+    params: &ParamSet,
+    text: &[u8],
+    lens: &[usize],
+) {
+    for &len in lens {
+        let (mut one, mut many) = (net.new_state(), net.new_state());
+        for &t in &text[..len] {
+            net.advance(params, &mut one, t);
+        }
+        net.advance_steps(params, &mut many, &text[..len]);
+        assert_eq!(bits(one.as_ref()), bits(many.as_ref()), "{len} bytes");
+        assert!(many.as_ref().iter().any(|&x| x != 0.0));
+    }
+}

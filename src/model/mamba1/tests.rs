@@ -229,12 +229,5 @@ fn backward_over_steps_equals_step_by_step() {
 fn replay_over_steps_equals_byte_by_byte() {
     let (mut net, params) = busy_net();
     let text: Vec<u8> = (0..150u32).map(|i| (i * 37 % 251) as u8).collect();
-    for len in [1, 7, 64, 65, 150] {
-        let (mut one, mut many) = (net.new_state(), net.new_state());
-        for &t in &text[..len] {
-            net.advance(&params, &mut one, t);
-        }
-        net.advance_steps(&params, &mut many, &text[..len]);
-        assert_eq!(bits(&one), bits(&many), "{len} bytes");
-    }
+    gradcheck::assert_replay_equals_advance(&mut net, &params, &text, &[1, 7, 64, 65, 150]);
 }

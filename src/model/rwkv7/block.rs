@@ -25,7 +25,7 @@ use super::low_rank::{
 use super::wkv::{WkvGrads, WkvInputs, wkv_backward, wkv_forward};
 use super::{
     A, ATTN, ATTN_NORM, Config, FFN, FFN_NORM, G, K, LN_EPS, LayerSlots, LayerState, LayerTrace, N,
-    R, SHIFT_NAMES, SHIFTS, StepTrace, VAL, W, layer_trace, step_trace,
+    ONE_STEP, R, SHIFT_NAMES, SHIFTS, StepTrace, VAL, W, layer_trace, step_trace,
 };
 use crate::kernels;
 use crate::model::layers::{
@@ -45,81 +45,137 @@ type GradsMut<'a, 'b> = &'a mut Grads<&'b mut [f32]>;
 /// segment's traces.
 type Walk<'a, 'b> = (&'a LayerSlots, &'a ParamSet, &'a Seg<'b>);
 
-/// Steps 3–16, the time mixing: `x += W_o · attention(LN_attn(x))`, advancing the block's
-/// attention shift and WKV state. Block 0 writes `v_first`, later blocks read it.
+/// Steps 3–16, the time mixing, over `n` steps: `x += W_o · attention(LN_attn(x))` with the
+/// rows of `x` (`[n, C]`) the residual stream, advancing the block's attention shift and WKV
+/// state step after step. Block 0 writes the rows of `v_first`, later blocks read them. With
+/// `traced`, also keeps the WKV state before each step.
 pub fn time_mix_forward(
     (ls, params): (&LayerSlots, &ParamSet),
     st: StateMut,
     t: TraceMut,
-    v_first: &mut [f32],
-    x: &mut [f32],
-    traced: bool,
+    (v_first, x): (&mut [f32], &mut [f32]),
+    (n, traced): (usize, bool),
 ) {
-    let p = |slot: Slot| params.get(slot);
+    let (c, p) = (st.att_prev.len(), |slot: Slot| params.get(slot));
     // 3. xn = LN_attn(x)
-    layer_norm(x, p(ls.attn_norm_w), p(ls.attn_norm_b), LN_EPS, t.xn);
-    // 4. x_m = xn + μ_m ⊙ (prev − xn) for m ∈ {r, w, k, v, a, g};   prev ← xn
-    t.att_prev.copy_from_slice(st.att_prev);
-    for (out, &mix) in t.shift.iter_mut().zip(&ls.mix) {
-        token_shift(t.xn, t.att_prev, p(mix), out);
+    for s in 0..n {
+        let (w, b) = (p(ls.attn_norm_w), p(ls.attn_norm_b));
+        layer_norm(row(x, s, c), w, b, LN_EPS, row_mut(t.xn, s, c));
     }
-    st.att_prev.copy_from_slice(t.xn);
+    // 4. x_m = xn + μ_m ⊙ (prev − xn) for m ∈ {r, w, k, v, a, g};   prev ← xn
+    let shifted = (&mut t.shift[..], &ls.mix[..]);
+    token_shifts_forward(params, (t.xn, t.att_prev, st.att_prev), shifted, n);
     // 5. r = W_r x_r;   k̃ = W_k x_k;   ṽ = W_v x_v
-    ls.r_proj.forward(params, t.shift[R], t.r);
-    ls.k_proj.forward(params, t.shift[K], t.kt);
-    ls.v_proj.forward(params, t.shift[VAL], t.vt);
+    ls.r_proj.forward_steps(params, (t.shift[R], c), t.r, n);
+    ls.k_proj.forward_steps(params, (t.shift[K], c), t.kt, n);
+    ls.v_proj.forward_steps(params, (t.shift[VAL], c), t.vt, n);
     // 6. w = exp(−e^{−½} · σ(W2 tanh(W1 x_w) + w0))
-    low_rank_forward(&ls.w_lora, params, t.shift[W], t.w_hidden, t.w_sig);
-    decay_forward(t.w_sig, t.w);
+    low_rank_forward(&ls.w_lora, params, (t.shift[W], t.w_hidden, t.w_sig), n);
+    decay_forward(&mut t.w_sig[..n * c], t.w);
     // 7. a = σ(A2 A1 x_a + a0)
-    low_rank_forward(&ls.a_lora, params, t.shift[A], t.a_hidden, t.a);
-    sigmoid_forward(t.a);
+    low_rank_forward(&ls.a_lora, params, (t.shift[A], t.a_hidden, t.a), n);
+    sigmoid_forward(&mut t.a[..n * c]);
     // 8. g = G2 σ(G1 x_g)
-    low_rank_forward(&ls.g_lora, params, t.shift[G], t.g_hidden, t.g);
+    low_rank_forward(&ls.g_lora, params, (t.shift[G], t.g_hidden, t.g), n);
     // 9. block 0: v = ṽ and v_first = ṽ;
     //    later blocks: ν = σ(V2 V1 x_v + v0),  v = ṽ + (v_first − ṽ) ⊙ ν
     match &ls.v_lora {
         None => {
-            t.v.copy_from_slice(t.vt);
-            v_first.copy_from_slice(t.vt);
+            t.v[..n * c].copy_from_slice(&t.vt[..n * c]);
+            v_first[..n * c].copy_from_slice(&t.vt[..n * c]);
         }
         Some(vl) => {
-            low_rank_forward(vl, params, t.shift[VAL], t.v_hidden, t.nu);
-            value_residual_forward(t.nu, t.vt, v_first, t.v);
+            low_rank_forward(vl, params, (t.shift[VAL], t.v_hidden, t.nu), n);
+            let (nu, vt) = (&mut t.nu[..n * c], &t.vt[..n * c]);
+            value_residual_forward(nu, vt, &v_first[..n * c], t.v);
         }
     }
+    // 10.–12. the keys and the WKV state, step after step
+    for s in 0..n {
+        wkv_step_forward((ls, params), st.wkv, t, s, traced);
+    }
+    // 13.–15. the readout: group norm, the r·k bonus, the gate
+    for s in 0..n {
+        readout_forward((ls, params), t, s, c);
+    }
+    // 16. x += W_o y
+    ls.o_proj.forward_steps(params, (t.y_gate, c), t.x_mid, n);
+    kernels::add_assign(&mut t.x_mid[..n * c], &x[..n * c]);
+    x[..n * c].copy_from_slice(&t.x_mid[..n * c]);
+}
+
+/// Steps 10–12 of step `s`: the keys, then the WKV state's update and readout.
+fn wkv_step_forward(
+    (ls, params): (&LayerSlots, &ParamSet),
+    wkv: &mut [f32],
+    t: TraceMut,
+    s: usize,
+    traced: bool,
+) {
+    let (c, h) = (ls.k_k.len, ls.k_k.len / N);
     // 10. kk = (k̃ ⊙ k_k) / max(‖k̃ ⊙ k_k‖, ε)   per head
-    kk_norm_forward(t.kt, p(ls.k_k), t.kk, t.kk_norm);
+    let (kt, kk) = (row(t.kt, s, c), row_mut(t.kk, s, c));
+    kk_norm_forward(kt, params.get(ls.k_k), kk, row_mut(t.kk_norm, s, h));
     // 11. k = k̃ ⊙ (1 + (a − 1) ⊙ k_a);   b = kk ⊙ a
-    key_forward(t.kt, t.a, p(ls.k_a), t.kk, t.k, t.b);
+    let (a, k_a) = (row(t.a, s, c), params.get(ls.k_a));
+    key_forward(
+        kt,
+        a,
+        k_a,
+        row(t.kk, s, c),
+        row_mut(t.k, s, c),
+        row_mut(t.b, s, c),
+    );
     // 12. per head, sa = S·kk,  S' = S·diag(w) − sa·bᵀ + v·kᵀ,  y = S'·r
     if traced {
-        t.wkv_prev.copy_from_slice(st.wkv);
+        row_mut(t.wkv_prev, s, wkv.len()).copy_from_slice(wkv);
     }
     let wkv_in = WkvInputs {
-        w: t.w,
-        b: t.b,
-        k: t.k,
-        v: t.v,
-        r: t.r,
-        kk: t.kk,
+        w: row(t.w, s, c),
+        b: row(t.b, s, c),
+        k: row(t.k, s, c),
+        v: row(t.v, s, c),
+        r: row(t.r, s, c),
+        kk: row(t.kk, s, c),
     };
-    wkv_forward(st.wkv, &wkv_in, t.sa, t.y_wkv);
-    // 13. y = GroupNorm(y)   (a LayerNorm per head, ε = 64e-5)
-    // 14. y += (Σ_head r ⊙ k ⊙ r_k) · v   (the current byte's own r·k bonus)
+    wkv_forward(wkv, &wkv_in, row_mut(t.sa, s, c), row_mut(t.y_wkv, s, c));
+}
+
+/// Steps 13–15 of step `s`: `y = GroupNorm(y_wkv) + (Σ_head r ⊙ k ⊙ r_k) · v` (a LayerNorm per
+/// head, ε = 64e-5, plus the current byte's own r·k bonus), then `y ⊙ g`.
+fn readout_forward((ls, params): (&LayerSlots, &ParamSet), t: TraceMut, s: usize, c: usize) {
+    let h = c / N;
     let readout_in = ReadoutInputs {
-        y_wkv: t.y_wkv,
-        r: t.r,
-        k: t.k,
-        v: t.v,
+        y_wkv: row(t.y_wkv, s, c),
+        r: row(t.r, s, c),
+        k: row(t.k, s, c),
+        v: row(t.v, s, c),
     };
-    group_norm_bonus_forward(&readout_in, &readout_weights(ls, params), t.alpha, t.y_head);
-    // 15. y = y ⊙ g
-    gate_forward(t.y_head, t.g, t.y_gate);
-    // 16. x += W_o y
-    ls.o_proj.forward(params, t.y_gate, t.x_mid);
-    kernels::add_assign(t.x_mid, x);
-    x.copy_from_slice(t.x_mid);
+    let (alpha, y_head) = (row_mut(t.alpha, s, h), row_mut(t.y_head, s, c));
+    group_norm_bonus_forward(&readout_in, &readout_weights(ls, params), alpha, y_head);
+    let (y_head, gate) = (row(t.y_head, s, c), row(t.g, s, c));
+    gate_forward(y_head, gate, row_mut(t.y_gate, s, c));
+}
+
+/// Token shifts over `n` steps: each step's `prev` (a row of `prev`) is the state's `last`
+/// for the first step and `base` of the step before for the others; each output `x_m =
+/// base + μ_m ⊙ (prev − base)` with its mix. `last` is left as the last step's `base`.
+fn token_shifts_forward(
+    params: &ParamSet,
+    (base, prev, last): (&[f32], &mut [f32], &mut [f32]),
+    (outs, mixes): (&mut [&mut [f32]], &[Slot]),
+    n: usize,
+) {
+    let c = last.len();
+    for s in 0..n {
+        let prev_t = row_mut(prev, s, c);
+        prev_t.copy_from_slice(last);
+        let base_t = row(base, s, c);
+        for (out, &mix) in outs.iter_mut().zip(mixes) {
+            token_shift(base_t, prev_t, params.get(mix), row_mut(out, s, c));
+        }
+        last.copy_from_slice(base_t);
+    }
 }
 
 /// Backward of [`time_mix_forward`] over the segment's steps: reads the rows of
@@ -149,7 +205,7 @@ pub fn time_mix_backward(
     // 4. x_m = xn + μ_m ⊙ (prev − xn), and xn became the next byte's prev
     let inputs = (seg.rows(|t| t.xn), seg.rows(|t| t.att_prev));
     let shifts: [(&[f32], Slot); SHIFTS] = std::array::from_fn(|m| (&*g.shift[m], ls.mix[m]));
-    let g_prev = carry.as_deref_mut().map(|lc| &mut *lc.att_prev);
+    let g_prev = carry.map(|lc| &mut *lc.att_prev);
     let g_mix = train.then_some(&mut *grads);
     let base_prev = (&inputs.0[..seg.n()], &inputs.1[..seg.n()]);
     token_shifts_backward(params, base_prev, &shifts, g_prev, g.xn, g_mix);
@@ -313,26 +369,32 @@ fn low_rank_paths_backward((ls, params, seg): Walk, g: GradsMut, mut grads: Opti
     );
 }
 
-/// Steps 17–20, the channel mixing: `x += W_value · relu(W_key · shift(LN_ffn(x)))²`,
-/// advancing the block's FFN shift. `out` is scratch of `C`.
+/// Steps 17–20, the channel mixing, over `n` steps: `x += W_value · relu(W_key ·
+/// shift(LN_ffn(x)))²` with the rows of `x` (`[n, C]`) the residual stream, advancing the
+/// block's FFN shift. `out` is scratch of `[n, C]`.
 pub fn channel_mix_forward(
     (ls, params): (&LayerSlots, &ParamSet),
     st: StateMut,
     t: TraceMut,
-    x: &mut [f32],
-    out: &mut [f32],
+    (x, out): (&mut [f32], &mut [f32]),
+    n: usize,
 ) {
-    let p = |slot: Slot| params.get(slot);
+    let (c, p) = (st.ffn_prev.len(), |slot: Slot| params.get(slot));
     // 17. xf = LN_ffn(x)
-    layer_norm(x, p(ls.ffn_norm_w), p(ls.ffn_norm_b), LN_EPS, t.xf);
+    for s in 0..n {
+        let (w, b) = (p(ls.ffn_norm_w), p(ls.ffn_norm_b));
+        layer_norm(row(x, s, c), w, b, LN_EPS, row_mut(t.xf, s, c));
+    }
     // 18. x_f = xf + μ ⊙ (prev − xf);   prev ← xf
-    t.ffn_prev.copy_from_slice(st.ffn_prev);
-    token_shift(t.xf, t.ffn_prev, p(ls.ffn_mix), t.ffn_x);
-    st.ffn_prev.copy_from_slice(t.xf);
+    let shifted = (
+        std::slice::from_mut(&mut t.ffn_x),
+        std::slice::from_ref(&ls.ffn_mix),
+    );
+    token_shifts_forward(params, (t.xf, t.ffn_prev, st.ffn_prev), shifted, n);
     // 19. h = relu(W_key x_f)²;   out = W_value h
-    ffn_forward(&ls.ffn, params, t.ffn_x, t.ffn_pre, t.ffn_h, out);
+    ffn_forward(&ls.ffn, params, (t.ffn_x, t.ffn_pre, t.ffn_h), out, n);
     // 20. x += out
-    kernels::add_assign(x, out);
+    kernels::add_assign(&mut x[..n * c], &out[..n * c]);
 }
 
 /// Backward of [`channel_mix_forward`] over the segment's steps: reads the rows of
@@ -468,12 +530,12 @@ impl<'a> Seg<'a> {
     /// The block's trace of step `t`.
     fn at(&self, t: usize) -> LayerTrace<&'a [f32]> {
         let part = &self.traces[t][self.layout.layers[self.l].clone()];
-        layer_trace(self.cfg, self.l, &mut carve(part))
+        layer_trace(self.cfg, self.l, ONE_STEP, &mut carve(part))
     }
 
     /// The trace of step `t` outside the blocks.
     pub fn top(&self, t: usize) -> StepTrace<&'a [f32]> {
-        step_trace(self.cfg, &mut carve(&self.traces[t][..self.layout.top]))
+        step_trace(self.cfg, 1, &mut carve(&self.traces[t][..self.layout.top]))
     }
 
     /// One activation of the block at every step, without allocating.

@@ -9,22 +9,26 @@ pub struct FfnWeights {
     pub value: Linear,
 }
 
-/// `pre = W_key x`, `h = relu(pre)²` (both kept for backward), `out = W_value h`.
+/// `pre = W_key x`, `h = relu(pre)²` (both kept for backward), `out = W_value h` for `n`
+/// steps: the rows of `x` and `out` are `C` wide, those of `pre` and `h` `F`.
 pub fn ffn_forward(
     ffn: &FfnWeights,
     params: &ParamSet,
-    x: &[f32],
-    pre: &mut [f32],
-    h: &mut [f32],
+    (x, pre, h): (&[f32], &mut [f32], &mut [f32]),
     out: &mut [f32],
+    n: usize,
 ) {
-    ffn.key.forward(params, x, pre);
-    for (hv, &p) in h.iter_mut().zip(&*pre) {
+    let (c, f) = (ffn.key.cols, ffn.key.rows);
+    ffn.key.forward_steps(params, (x, c), pre, n);
+    for (hv, &p) in h[..n * f].iter_mut().zip(&*pre) {
         let r = if p > 0.0 { p } else { 0.0 };
         *hv = r * r;
     }
-    ffn.value.forward(params, h, out);
+    ffn.value.forward_steps(params, (h, f), out, n);
 }
+
+/// Each step's input, pre-activation and hidden, as the backward over steps reads them.
+type StepInputs<'a, 'b> = (&'a [&'b [f32]], &'a [&'b [f32]], &'a [&'b [f32]]);
 
 /// Backward of [`ffn_forward`] over `n = x.len()` steps, last first, from the rows of `g_out`
 /// (`[n, C]`) and each step's `x`, `pre` and `h`: writes the rows of `g_x` (`[n, C]`; `g_h`
@@ -32,7 +36,7 @@ pub fn ffn_forward(
 pub fn ffn_backward(
     ffn: &FfnWeights,
     params: &ParamSet,
-    (x, pre, h): (&[&[f32]], &[&[f32]], &[&[f32]]),
+    (x, pre, h): StepInputs,
     g_out: &[f32],
     (g_h, g_x): (&mut [f32], &mut [f32]),
     mut grads: Option<&mut [f32]>,

@@ -26,21 +26,23 @@ pub struct LowRank {
     pub inner: Inner,
 }
 
-/// `hidden = act(Down · x)`, `out = Up · hidden + bias`.
+/// `hidden = act(Down · x)`, `out = Up · hidden + bias` for `n` steps: the rows of `x` and
+/// `out` are `C` wide, those of `hidden` `D`.
 pub fn low_rank_forward(
     lr: &LowRank,
     params: &ParamSet,
-    x: &[f32],
-    hidden: &mut [f32],
-    out: &mut [f32],
+    (x, hidden, out): (&[f32], &mut [f32], &mut [f32]),
+    n: usize,
 ) {
-    lr.down.forward(params, x, hidden);
+    let (d, c) = (lr.down.rows, lr.down.cols);
+    lr.down.forward_steps(params, (x, c), hidden, n);
+    let hidden_rows = &mut hidden[..n * d];
     match lr.inner {
         Inner::Identity => {}
-        Inner::Tanh => hidden.iter_mut().for_each(|v| *v = math::tanh(*v)),
-        Inner::Sigmoid => hidden.iter_mut().for_each(|v| *v = math::sigmoid(*v)),
+        Inner::Tanh => hidden_rows.iter_mut().for_each(|v| *v = math::tanh(*v)),
+        Inner::Sigmoid => hidden_rows.iter_mut().for_each(|v| *v = math::sigmoid(*v)),
     }
-    lr.up.forward(params, hidden, out);
+    lr.up.forward_steps(params, (hidden, d), out, n);
 }
 
 /// Backward of [`low_rank_forward`] over `n = x.len()` steps, last first, from the rows of

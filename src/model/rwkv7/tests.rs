@@ -577,3 +577,12 @@ fn backward_over_steps_equals_step_by_step() {
         gradcheck::assert_backward_steps_equal(&mut net, &params, (&text, 5, steps), &scopes);
     }
 }
+
+/// Replaying known bytes layer by layer leaves the state bit for bit where byte-by-byte
+/// advances leave it, also across the replay's internal batches.
+#[test]
+fn replay_over_steps_equals_byte_by_byte() {
+    let (mut net, params) = spread_net(61);
+    let text: Vec<u8> = (0..150u32).map(|i| (i * 37 % 251) as u8).collect();
+    gradcheck::assert_replay_equals_advance(&mut net, &params, &text, &[1, 7, 64, 65, 150]);
+}
