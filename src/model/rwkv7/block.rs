@@ -1,15 +1,16 @@
 //! One block as call sequences of its layers: the time mixing (attention, steps 3–16) and the
 //! channel mixing (FFN, steps 17–20), each forward beside its backward, which calls the
-//! layers' backwards in reverse order. Step numbers are those of [`super::Rwkv7`]'s step.
+//! layers' backwards in reverse order. Step numbers are those of [`super::Rwkv7`]'s forward.
 //!
-//! The backward is written once for any number of steps `T` ([`Seg`]): a one-step update is
-//! `T = 1`, a TBPTT segment `T = n`. The linear maps (`W_r`, `W_k`, `W_v`, `W_o`, the low-rank
-//! paths, the FFN) take all `T` rows at once ([`Linear::backward_steps`]), reading each weight
-//! once per segment; the element-wise steps run row by row, and only what carries state (the
-//! WKV state, the two token shifts) needs its steps last first. Why that computes the bits of
-//! `T` single-step backwards: every parameter's gradient still receives its per-step terms
-//! last step first, and each activation's gradient at step `t` the same terms in the same
-//! order, from the blocks above at `t` and from this block at `t + 1` (see
+//! Both are written once for any number of steps `T`: the live byte's forward and a one-step
+//! update's backward are `T = 1`, a replay of known bytes and a TBPTT chunk's backward ([`Seg`])
+//! `T = n`. The linear maps (`W_r`, `W_k`, `W_v`, `W_o`, the low-rank paths, the FFN) take all
+//! `T` rows at once ([`crate::model::layers::Linear`]), reading each weight once per chunk; the
+//! element-wise steps run row by row, and only what carries state (the WKV state, the two token
+//! shifts) walks the steps in order (forward) or last first (backward). Why that computes the
+//! bits of `T` single steps: every activation at step `t` gets the same operations from the
+//! block below (or above) at `t` and from this block at `t − 1` (or `t + 1`), and every
+//! parameter's gradient still receives its per-step terms last step first (see
 //! src/model/mamba1/block.rs, where the same holds).
 
 use super::ffn::{ffn_backward, ffn_forward};

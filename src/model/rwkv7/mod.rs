@@ -27,6 +27,12 @@
 //! (kk normalisation, the written key), [`low_rank`] (the four low-rank paths) and [`ffn`];
 //! the norms, token shift and linear maps are [`crate::model::layers`]. Each layout is one
 //! declaration read as slots, counts and views ([`crate::model::layout`]).
+//!
+//! Steps: the forward and the backward are each written once for any number of steps `T`
+//! (the docs of [`block`] say why `T = n` computes the bits of `n` single steps). The live byte
+//! is `T = 1`; a TBPTT chunk's backward ([`Network::backward_steps`]) and the rebuild after an
+//! update ([`Network::advance_steps`]) are `T ≤` [`MAX_STEPS`], whose linear maps read each
+//! weight once for all steps (the segment kernels of [`crate::kernels::steps`]).
 
 mod block;
 mod ffn;
