@@ -436,8 +436,10 @@ pub(super) fn linear_backward_steps<const W: usize, V: Lanes<W>>(
 /// The weight gradient of a segment's linear backward, for the rows `g_w` holds (`g_w.len() /
 /// cols` of them; `g` starts at the first's coefficient): row by row, the gradient's row
 /// receives its steps' products in descending step order, 64 columns at a time held in
-/// registers over the steps. Steps whose `g_t[r]` is zero are skipped. Rows are independent, so
-/// any split of them computes the same bits.
+/// registers over the steps. Steps whose `g_t[r]` is zero are skipped: each row's non-zero
+/// coefficients are gathered first (without a branch), so the loops over the steps have none
+/// to mispredict where a ReLU zeroes half of them. Rows are independent, so any split of them
+/// computes the same bits.
 #[inline(always)]
 pub(super) fn weight_grad_steps<const W: usize, V: Lanes<W>>(
     x: &[&[f32]],
@@ -450,26 +452,28 @@ pub(super) fn weight_grad_steps<const W: usize, V: Lanes<W>>(
         return;
     }
     let x: Vec<&[f32]> = x.iter().map(|xt| &xt[..cols]).collect();
-    let mut coef = vec![0.0; n];
+    let mut terms = vec![(0.0f32, 0usize); n];
     for (r, gw_row) in g_w.chunks_exact_mut(cols).enumerate() {
-        for (t, a) in coef.iter_mut().enumerate() {
-            *a = g.data[t * g.stride + r];
+        // The (coefficient, step) pairs with a non-zero coefficient, last step first.
+        let mut m = 0;
+        for t in (0..n).rev() {
+            let a = g.data[t * g.stride + r];
+            terms[m] = (a, t);
+            m += (a != 0.0) as usize;
         }
+        let terms = &terms[..m];
         let (blocks, gw_tail) = gw_row.as_chunks_mut::<W>();
         // As many blocks at once as there are (eight, then four, two, one): the element-wise
         // work is the same whichever, but more independent chains keep the adder busier.
-        let mut done = weight_grad_blocks::<W, V, GW_BLOCKS>(&x, &coef, blocks, 0);
-        done += weight_grad_blocks::<W, V, 4>(&x, &coef, &mut blocks[done..], done * W);
-        done += weight_grad_blocks::<W, V, 2>(&x, &coef, &mut blocks[done..], done * W);
-        done += weight_grad_blocks::<W, V, 1>(&x, &coef, &mut blocks[done..], done * W);
+        let mut done = weight_grad_blocks::<W, V, GW_BLOCKS>(&x, terms, blocks, 0);
+        done += weight_grad_blocks::<W, V, 4>(&x, terms, &mut blocks[done..], done * W);
+        done += weight_grad_blocks::<W, V, 2>(&x, terms, &mut blocks[done..], done * W);
+        done += weight_grad_blocks::<W, V, 1>(&x, terms, &mut blocks[done..], done * W);
         let full = done * W;
         for (j, gwj) in gw_tail.iter_mut().enumerate() {
             let mut v = *gwj;
-            for t in (0..n).rev() {
-                let a = coef[t];
-                if a != 0.0 {
-                    v += a * x[t][full + j];
-                }
+            for &(a, t) in terms {
+                v += a * x[t][full + j];
             }
             *gwj = v;
         }
@@ -477,12 +481,12 @@ pub(super) fn weight_grad_steps<const W: usize, V: Lanes<W>>(
 }
 
 /// [`weight_grad_steps`] for one row's blocks of `W` columns, starting at column `first`, in
-/// groups of `B` blocks held in registers over the steps (descending step order, steps whose
-/// coefficient is zero skipped); returns how many blocks it did (the whole groups').
+/// groups of `B` blocks held in registers over the steps (the non-zero `terms`, in their
+/// order); returns how many blocks it did (the whole groups').
 #[inline(always)]
 fn weight_grad_blocks<const W: usize, V: Lanes<W>, const B: usize>(
     x: &[&[f32]],
-    coef: &[f32],
+    terms: &[(f32, usize)],
     blocks: &mut [[f32; W]],
     first: usize,
 ) -> usize {
@@ -490,11 +494,7 @@ fn weight_grad_blocks<const W: usize, V: Lanes<W>, const B: usize>(
     for (b, group) in groups.iter_mut().enumerate() {
         let at = first + b * B * W;
         let mut acc: [V; B] = std::array::from_fn(|q| V::load(&group[q]));
-        for t in (0..coef.len()).rev() {
-            let a = coef[t];
-            if a == 0.0 {
-                continue;
-            }
+        for &(a, t) in terms {
             let av = V::splat(a);
             let (xw, _) = x[t][at..at + B * W].as_chunks::<W>();
             for q in 0..B {
@@ -508,10 +508,17 @@ fn weight_grad_blocks<const W: usize, V: Lanes<W>, const B: usize>(
     groups.len() * B
 }
 
+/// Most rows of `W` that [`input_grad_steps`] adds into every step before moving on: a band of
+/// about 16 KiB, which stays in the first-level cache for all steps, and at most this many.
+const GX_BAND: usize = 64;
+
 /// The input gradients of a segment's linear backward for `n` steps (`g` and `g_x` start at the
 /// first): `g_x[t] += g_t[r]·W[r]` for the rows in ascending order, as one [`axpy`] per row
-/// (four rows in one pass where none is skipped); rows whose `g_t[r]` is zero are skipped.
-/// Steps are independent, so any split of them computes the same bits.
+/// (four rows in one pass, [`axpy4`]); rows whose `g_t[r]` is zero are skipped. The rows go in
+/// bands (of 16 KiB, at most [`GX_BAND`] rows), and in each band a step's non-zero rows are gathered first (without a
+/// branch) and added four at a time, so that a ReLU's zeros neither break the passes of four
+/// nor cost mispredicted branches. Steps are independent, so any split of them computes the
+/// same bits.
 #[inline(always)]
 pub(super) fn input_grad_steps<const W: usize, V: Lanes<W>>(
     w: &[f32],
@@ -524,21 +531,29 @@ pub(super) fn input_grad_steps<const W: usize, V: Lanes<W>>(
         return;
     }
     let w_rows: Vec<&[f32]> = w.chunks_exact(cols).take(rows).collect();
-    for (q, quad) in w_rows.chunks(4).enumerate() {
+    let band_rows = (4096 / cols).clamp(4, GX_BAND);
+    let mut live = [0usize; GX_BAND];
+    for (q, band) in w_rows.chunks(band_rows).enumerate() {
         for t in (0..n).rev() {
             let g_xt = &mut g_x[t * gx_stride..t * gx_stride + cols];
-            let g_t = &g.data[t * g.stride + 4 * q..];
-            if let [w0, w1, w2, w3] = quad
-                && g_t[..4].iter().all(|&a| a != 0.0)
-            {
-                let terms = [(g_t[0], *w0), (g_t[1], *w1), (g_t[2], *w2), (g_t[3], *w3)];
-                axpy4::<W, V>(g_xt, &terms);
-                continue;
+            let g_t = &g.data[t * g.stride + band_rows * q..][..band.len()];
+            let mut m = 0;
+            for (i, &a) in g_t.iter().enumerate() {
+                live[m] = i;
+                m += (a != 0.0) as usize;
             }
-            for (&a, w_row) in g_t.iter().zip(quad) {
-                if a != 0.0 {
-                    axpy::<W, V>(g_xt, a, w_row);
-                }
+            let (fours, rest) = live[..m].as_chunks::<4>();
+            for &[i0, i1, i2, i3] in fours {
+                let terms = [
+                    (g_t[i0], band[i0]),
+                    (g_t[i1], band[i1]),
+                    (g_t[i2], band[i2]),
+                    (g_t[i3], band[i3]),
+                ];
+                axpy4::<W, V>(g_xt, &terms);
+            }
+            for &i in rest {
+                axpy::<W, V>(g_xt, g_t[i], band[i]);
             }
         }
     }

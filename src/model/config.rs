@@ -92,7 +92,7 @@ impl ModelConfig {
     pub fn step_grad_floats(&self, steps: usize) -> usize {
         match self {
             ModelConfig::Mamba1(c) => c.step_grad_floats(steps),
-            ModelConfig::Rwkv7(_) => 0,
+            ModelConfig::Rwkv7(c) => c.step_grad_floats(steps),
         }
     }
 
@@ -101,7 +101,7 @@ impl ModelConfig {
     pub fn replay_floats(&self) -> usize {
         match self {
             ModelConfig::Mamba1(c) => c.replay_floats(),
-            ModelConfig::Rwkv7(_) => 0,
+            ModelConfig::Rwkv7(c) => c.replay_floats(),
         }
     }
 

@@ -142,3 +142,73 @@ pub fn assert_nonzero(analytic: &[f32], params: &ParamSet, name: &str) {
         "gradient of {name} is all zero"
     );
 }
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// Reads `text[..warm]`, records a traced segment of the next `steps` bytes (each predicting
+/// the one after it), then walks it back for each scope twice — with
+/// [`Network::backward_steps`] (layer by layer over all steps) and with [`Network::backward`]
+/// step after step, from the same non-zero carry — and asserts the same bits: the parameter
+/// gradients and the carried state gradient.
+pub fn assert_backward_steps_equal<N: Network>(
+    net: &mut N,
+    params: &ParamSet,
+    (text, warm, steps): (&[u8], usize, usize),
+    scopes: &[Scope],
+) {
+    let mut state = net.new_state();
+    for &t in &text[..warm] {
+        net.forward(params, &mut state, t, None);
+    }
+    let (mut traces, mut gls) = (Vec::new(), Vec::new());
+    for j in warm..warm + steps {
+        let mut tr = net.new_trace();
+        let logits = net.forward(params, &mut state, text[j], Some(&mut tr));
+        gls.extend(grad_logits(logits, text[j + 1], 0.25));
+        traces.push(tr);
+    }
+    for &scope in scopes {
+        let mut carry_one = net.new_carry();
+        for (i, c) in carry_one.as_mut().iter_mut().enumerate() {
+            *c = (i % 97) as f32 * 1e-3;
+        }
+        let mut carry_steps = N::Carry::from(carry_one.as_ref().to_vec());
+        let (mut grads_one, mut grads_steps) = (params.zeros_like(), params.zeros_like());
+        for (j, tr) in traces.iter().enumerate().rev() {
+            let g = &gls[j * VOCAB..(j + 1) * VOCAB];
+            net.backward(params, tr, g, scope, &mut grads_one, Some(&mut carry_one));
+        }
+        let out = (scope, &mut grads_steps[..]);
+        net.backward_steps(params, &traces, &gls, out.0, out.1, &mut carry_steps);
+        assert_eq!(bits(&grads_one), bits(&grads_steps), "{scope:?}");
+        assert_eq!(
+            bits(carry_one.as_ref()),
+            bits(carry_steps.as_ref()),
+            "{scope:?}"
+        );
+        assert!(grads_steps.iter().any(|&x| x != 0.0), "{scope:?}");
+    }
+}
+
+/// Replaying known bytes with [`Network::advance_steps`] (layer by layer over all steps) leaves
+/// the state bit for bit where [`Network::advance`] byte after byte leaves it, for each length
+/// of `text` in `lens` (lengths past [`crate::model::layers::MAX_STEPS`] cross the replay's
+/// internal batches).
+pub fn assert_replay_equals_advance<N: Network>(
+    net: &mut N,
+    params: &ParamSet,
+    text: &[u8],
+    lens: &[usize],
+) {
+    for &len in lens {
+        let (mut one, mut many) = (net.new_state(), net.new_state());
+        for &t in &text[..len] {
+            net.advance(params, &mut one, t);
+        }
+        net.advance_steps(params, &mut many, &text[..len]);
+        assert_eq!(bits(one.as_ref()), bits(many.as_ref()), "{len} bytes");
+        assert!(many.as_ref().iter().any(|&x| x != 0.0));
+    }
+}

@@ -14,6 +14,28 @@ use crate::params::{Group, ParamSet, Slot};
 /// Most steps a step-batched layer takes in one call (a TBPTT chunk, a part of a replay).
 pub const MAX_STEPS: usize = 64;
 
+/// Row `t` of a step-major buffer whose rows are `w` wide.
+#[inline(always)]
+pub fn row(buf: &[f32], t: usize, w: usize) -> &[f32] {
+    &buf[t * w..(t + 1) * w]
+}
+
+/// Row `t` of a step-major buffer whose rows are `w` wide, mutably.
+#[inline(always)]
+pub fn row_mut(buf: &mut [f32], t: usize, w: usize) -> &mut [f32] {
+    &mut buf[t * w..(t + 1) * w]
+}
+
+/// One slice per step `t < n`, `at(t)`, without allocating: the inputs of a step-batched
+/// layer's backward, read from the steps' traces.
+pub fn step_rows<'a>(n: usize, at: impl Fn(usize) -> &'a [f32]) -> [&'a [f32]; MAX_STEPS] {
+    let mut out: [&[f32]; MAX_STEPS] = [&[]; MAX_STEPS];
+    for (t, o) in out.iter_mut().take(n).enumerate() {
+        *o = at(t);
+    }
+    out
+}
+
 /// `y = W x + b` for a row-major `W` of `rows × cols` and an optional bias `b` of `rows`.
 pub fn linear(w: &[f32], b: Option<&[f32]>, x: &[f32], y: &mut [f32], rows: usize, cols: usize) {
     kernels::gemv(w, x, y, rows, cols);

@@ -23,7 +23,9 @@ use super::{
     Config, LAYER_NORM, LayerSlots, LayerState, MIXER_CONV, MIXER_PROJ, MIXER_SSM, NORM_EPS,
 };
 use crate::kernels::{self, math};
-use crate::model::layers::{MAX_STEPS, rms_norm_backward_steps, rms_norm_steps, two_mut};
+use crate::model::layers::{
+    MAX_STEPS, rms_norm_backward_steps, rms_norm_steps, row, row_mut, step_rows, two_mut,
+};
 use crate::model::layout::carve;
 use crate::params::{ParamSet, Scope};
 
@@ -141,17 +143,6 @@ pub(super) struct Block<'a> {
     pub a: &'a [f32],
 }
 
-/// Row `t` of a step-major buffer whose rows are `w` wide.
-#[inline(always)]
-fn row(buf: &[f32], t: usize, w: usize) -> &[f32] {
-    &buf[t * w..(t + 1) * w]
-}
-
-#[inline(always)]
-fn row_mut(buf: &mut [f32], t: usize, w: usize) -> &mut [f32] {
-    &mut buf[t * w..(t + 1) * w]
-}
-
 /// What the scan reads of a block's parameters and of one step's activations.
 fn scan_input<'a>(
     b: &Block<'a>,
@@ -261,11 +252,7 @@ impl<'a> Seg<'a> {
 
     /// One activation of every step, without allocating.
     fn rows(&self, pick: impl Fn(BlockActs<&'a [f32]>) -> &'a [f32]) -> [&'a [f32]; MAX_STEPS] {
-        let mut out: [&[f32]; MAX_STEPS] = [&[]; MAX_STEPS];
-        for (t, o) in out.iter_mut().take(self.n()).enumerate() {
-            *o = pick(self.at(t));
-        }
-        out
+        step_rows(self.n(), |t| pick(self.at(t)))
     }
 }
 

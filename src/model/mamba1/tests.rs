@@ -213,51 +213,14 @@ fn one_sgd_tbptt_step_lowers_the_segment_loss() {
 #[test]
 fn backward_over_steps_equals_step_by_step() {
     let (mut net, params) = busy_net();
-    let text = b"layer by layer, the same bits";
-    let mut state = net.new_state();
-    for &t in &text[..3] {
-        net.forward(&params, &mut state, t, None);
-    }
-    let steps = &text[3..10];
-    let mut traces = Vec::new();
-    let mut grad_logits = Vec::new();
-    for (j, &t) in steps.iter().enumerate() {
-        let mut tr = net.new_trace();
-        let logits = net.forward(&params, &mut state, t, Some(&mut tr));
-        let mut g = vec![0.0; VOCAB];
-        crate::train::logit_gradient(&gradcheck::probs(logits), text[4 + j], 0.25, &mut g);
-        grad_logits.extend_from_slice(&g);
-        traces.push(tr);
-    }
     let scopes = [
         Scope::ALL,
         Scope::NONE.with(MIXER_SSM).with(EMBED),
         Scope::NONE.with(MIXER_CONV).with(LAYER_NORM),
         Scope::NONE.with(HEAD),
     ];
-    for scope in scopes {
-        let mut carry_one: Vec<f32> = (0..net.new_state().len())
-            .map(|x| x as f32 * 1e-3)
-            .collect();
-        let mut carry_steps = carry_one.clone();
-        let mut grads_one = params.zeros_like();
-        let mut grads_steps = params.zeros_like();
-        for (j, tr) in traces.iter().enumerate().rev() {
-            let g = &grad_logits[j * VOCAB..(j + 1) * VOCAB];
-            net.backward(&params, tr, g, scope, &mut grads_one, Some(&mut carry_one));
-        }
-        net.backward_steps(
-            &params,
-            &traces,
-            &grad_logits,
-            scope,
-            &mut grads_steps,
-            &mut carry_steps,
-        );
-        assert_eq!(bits(&grads_one), bits(&grads_steps), "{scope:?}");
-        assert_eq!(bits(&carry_one), bits(&carry_steps), "{scope:?}");
-        assert!(grads_steps.iter().any(|&x| x != 0.0));
-    }
+    let text = b"layer by layer, the same bits";
+    gradcheck::assert_backward_steps_equal(&mut net, &params, (text, 3, 7), &scopes);
 }
 
 /// Replaying known bytes layer by layer leaves the state bit for bit where byte-by-byte
@@ -266,12 +229,5 @@ fn backward_over_steps_equals_step_by_step() {
 fn replay_over_steps_equals_byte_by_byte() {
     let (mut net, params) = busy_net();
     let text: Vec<u8> = (0..150u32).map(|i| (i * 37 % 251) as u8).collect();
-    for len in [1, 7, 64, 65, 150] {
-        let (mut one, mut many) = (net.new_state(), net.new_state());
-        for &t in &text[..len] {
-            net.advance(&params, &mut one, t);
-        }
-        net.advance_steps(&params, &mut many, &text[..len]);
-        assert_eq!(bits(&one), bits(&many), "{len} bytes");
-    }
+    gradcheck::assert_replay_equals_advance(&mut net, &params, &text, &[1, 7, 64, 65, 150]);
 }

@@ -1,63 +1,56 @@
 //! The channel-mixing FFN: `out = W_value · relu(W_key · x)²`.
 
-use crate::model::layers::{linear, linear_backward};
-use crate::params::Slot;
+use crate::model::layers::{Linear, row_mut};
+use crate::params::ParamSet;
 
-/// The FFN's weights: `key` is `[F, C]`, `value` is `[C, F]`.
+/// The FFN's weights: `key` is `[F, C]`, `value` is `[C, F]`, neither with a bias.
 pub struct FfnWeights {
-    pub key: Slot,
-    pub value: Slot,
-    /// `C`
-    pub width: usize,
-    /// `F`
-    pub inner: usize,
+    pub key: Linear,
+    pub value: Linear,
 }
 
-/// `pre = W_key x`, `h = relu(pre)²` (both kept for backward), `out = W_value h`.
+/// `pre = W_key x`, `h = relu(pre)²` (both kept for backward), `out = W_value h` for `n`
+/// steps: the rows of `x` and `out` are `C` wide, those of `pre` and `h` `F`.
 pub fn ffn_forward(
     ffn: &FfnWeights,
-    params: &[f32],
-    x: &[f32],
-    pre: &mut [f32],
-    h: &mut [f32],
+    params: &ParamSet,
+    (x, pre, h): (&[f32], &mut [f32], &mut [f32]),
     out: &mut [f32],
+    n: usize,
 ) {
-    let (c, f) = (ffn.width, ffn.inner);
-    linear(ffn.key.of(params), None, x, pre, f, c);
-    for (hv, &p) in h.iter_mut().zip(&*pre) {
+    let (c, f) = (ffn.key.cols, ffn.key.rows);
+    ffn.key.forward_steps(params, (x, c), pre, n);
+    for (hv, &p) in h[..n * f].iter_mut().zip(&*pre) {
         let r = if p > 0.0 { p } else { 0.0 };
         *hv = r * r;
     }
-    linear(ffn.value.of(params), None, h, out, c, f);
+    ffn.value.forward_steps(params, (h, f), out, n);
 }
 
-/// Backward of [`ffn_forward`] from `g_out`: writes `g_x` (`g_h` is scratch of `F`) and, with
-/// `grads`, adds the weights' gradients.
+/// Each step's input, pre-activation and hidden, as the backward over steps reads them.
+type StepInputs<'a, 'b> = (&'a [&'b [f32]], &'a [&'b [f32]], &'a [&'b [f32]]);
+
+/// Backward of [`ffn_forward`] over `n = x.len()` steps, last first, from the rows of `g_out`
+/// (`[n, C]`) and each step's `x`, `pre` and `h`: writes the rows of `g_x` (`[n, C]`; `g_h`
+/// is scratch of `[n, F]`) and, with `grads`, adds the weights' gradients.
 pub fn ffn_backward(
     ffn: &FfnWeights,
-    params: &[f32],
-    (x, pre, h): (&[f32], &[f32], &[f32]),
+    params: &ParamSet,
+    (x, pre, h): StepInputs,
     g_out: &[f32],
-    g_h: &mut [f32],
-    g_x: &mut [f32],
+    (g_h, g_x): (&mut [f32], &mut [f32]),
     mut grads: Option<&mut [f32]>,
 ) {
-    let (c, f) = (ffn.width, ffn.inner);
-    let g_w = grads.as_deref_mut().map(|g| ffn.value.of_mut(g));
-    linear_backward(
-        ffn.value.of(params),
-        h,
-        g_out,
-        g_h,
-        g_w,
-        None,
-        (c, f),
-        false,
-    );
+    let (c, f) = (ffn.key.cols, ffn.key.rows);
+    let gr = grads.as_deref_mut();
+    ffn.value
+        .backward_steps(params, gr, h, g_out, (g_h, f), false);
     // h = relu(pre)²:   dh/dpre = 2·pre where pre > 0
-    for (g, &p) in g_h.iter_mut().zip(pre) {
-        *g = if p > 0.0 { *g * (2.0 * p) } else { 0.0 };
+    for (t, &pre) in pre.iter().enumerate() {
+        for (g, &p) in row_mut(g_h, t, f).iter_mut().zip(pre) {
+            *g = if p > 0.0 { *g * (2.0 * p) } else { 0.0 };
+        }
     }
-    let g_w = grads.map(|g| ffn.key.of_mut(g));
-    linear_backward(ffn.key.of(params), x, g_h, g_x, g_w, None, (f, c), false);
+    ffn.key
+        .backward_steps(params, grads, x, g_h, (g_x, c), false);
 }

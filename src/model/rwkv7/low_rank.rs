@@ -2,9 +2,9 @@
 //! in-context learning rate `a`, the value-residual mix `ν` and the gate `g` (one [`LowRank`]
 //! each), and the outer activations that turn its output into `w`, `a` and `ν`.
 
-use crate::kernels::{self, math};
-use crate::model::layers::{linear, linear_backward};
-use crate::params::Slot;
+use crate::kernels::math;
+use crate::model::layers::{Linear, row_mut};
+use crate::params::ParamSet;
 
 /// `e^{−1/2}`: the decay is `w = exp(−e^{−1/2} · sigmoid(·))`, so `w ∈ (0.545, 1)`.
 pub const DECAY_SCALE: f32 = 0.606_530_66;
@@ -19,82 +19,68 @@ pub enum Inner {
 
 /// The weights of one low-rank path of rank `D` on width `C`.
 pub struct LowRank {
-    pub down: Slot,         // [D, C]
-    pub up: Slot,           // [C, D]
-    pub bias: Option<Slot>, // [C]
+    /// `[D, C]`, no bias.
+    pub down: Linear,
+    /// `[C, D]`, with the bias `[C]` when the path has one.
+    pub up: Linear,
     pub inner: Inner,
-    /// `D`
-    pub rank: usize,
-    /// `C`
-    pub width: usize,
 }
 
-/// `hidden = act(Down · x)`, `out = Up · hidden + bias`.
+/// `hidden = act(Down · x)`, `out = Up · hidden + bias` for `n` steps: the rows of `x` and
+/// `out` are `C` wide, those of `hidden` `D`.
 pub fn low_rank_forward(
     lr: &LowRank,
-    params: &[f32],
-    x: &[f32],
-    hidden: &mut [f32],
-    out: &mut [f32],
+    params: &ParamSet,
+    (x, hidden, out): (&[f32], &mut [f32], &mut [f32]),
+    n: usize,
 ) {
-    let (d, c) = (lr.rank, lr.width);
-    kernels::gemv(lr.down.of(params), x, hidden, d, c);
+    let (d, c) = (lr.down.rows, lr.down.cols);
+    lr.down.forward_steps(params, (x, c), hidden, n);
+    let hidden_rows = &mut hidden[..n * d];
     match lr.inner {
         Inner::Identity => {}
-        Inner::Tanh => hidden.iter_mut().for_each(|v| *v = math::tanh(*v)),
-        Inner::Sigmoid => hidden.iter_mut().for_each(|v| *v = math::sigmoid(*v)),
+        Inner::Tanh => hidden_rows.iter_mut().for_each(|v| *v = math::tanh(*v)),
+        Inner::Sigmoid => hidden_rows.iter_mut().for_each(|v| *v = math::sigmoid(*v)),
     }
-    let bias = lr.bias.map(|b| b.of(params));
-    linear(lr.up.of(params), bias, hidden, out, c, d);
+    lr.up.forward_steps(params, (hidden, d), out, n);
 }
 
-/// Backward of [`low_rank_forward`] from `g_out = dL/d out`: writes `g_x` (`g_hidden` is
-/// scratch of at least `D`) and, with `grads`, adds the gradients of the path's weights.
-#[allow(clippy::too_many_arguments)]
+/// Backward of [`low_rank_forward`] over `n = x.len()` steps, last first, from the rows of
+/// `g_out = dL/d out` (`[n, C]`), with `x` and `hidden` each step's input and hidden: writes
+/// the rows of `g_x` (`[n, C]`; `g_hidden` is scratch of at least `[n, D]`) and, with `grads`,
+/// adds the gradients of the path's weights, each receiving its steps' terms last step first.
 pub fn low_rank_backward(
     lr: &LowRank,
-    params: &[f32],
-    x: &[f32],
-    hidden: &[f32],
+    params: &ParamSet,
+    (x, hidden): (&[&[f32]], &[&[f32]]),
     g_out: &[f32],
-    g_hidden: &mut [f32],
-    g_x: &mut [f32],
+    (g_hidden, g_x): (&mut [f32], &mut [f32]),
     mut grads: Option<&mut [f32]>,
 ) {
-    let (d, c) = (lr.rank, lr.width);
-    let g_hidden = &mut g_hidden[..d];
-    if let (Some(grads), Some(bias)) = (grads.as_deref_mut(), lr.bias) {
-        kernels::add_assign(bias.of_mut(grads), g_out);
-    }
-    let g_up = grads.as_deref_mut().map(|g| lr.up.of_mut(g));
-    linear_backward(
-        lr.up.of(params),
-        hidden,
-        g_out,
-        g_hidden,
-        g_up,
-        None,
-        (c, d),
-        false,
-    );
-    match lr.inner {
-        Inner::Identity => {}
-        // tanh' = 1 − tanh²
-        Inner::Tanh => {
-            for (g, &t) in g_hidden.iter_mut().zip(hidden) {
-                *g *= 1.0 - t * t;
+    let (d, c) = (lr.down.rows, lr.down.cols);
+    let gr = grads.as_deref_mut();
+    lr.up
+        .backward_steps(params, gr, hidden, g_out, (g_hidden, d), false);
+    for (t, &h) in hidden.iter().enumerate() {
+        let g_h = row_mut(g_hidden, t, d);
+        match lr.inner {
+            Inner::Identity => {}
+            // tanh' = 1 − tanh²
+            Inner::Tanh => {
+                for (g, &t) in g_h.iter_mut().zip(h) {
+                    *g *= 1.0 - t * t;
+                }
             }
-        }
-        // σ' = σ·(1 − σ)
-        Inner::Sigmoid => {
-            for (g, &s) in g_hidden.iter_mut().zip(hidden) {
-                *g *= s * (1.0 - s);
+            // σ' = σ·(1 − σ)
+            Inner::Sigmoid => {
+                for (g, &s) in g_h.iter_mut().zip(h) {
+                    *g *= s * (1.0 - s);
+                }
             }
         }
     }
-    let g_down = grads.map(|g| lr.down.of_mut(g));
-    let down = lr.down.of(params);
-    linear_backward(down, x, g_hidden, g_x, g_down, None, (d, c), false);
+    lr.down
+        .backward_steps(params, grads, x, g_hidden, (g_x, c), false);
 }
 
 /// The decay from its low-rank pre-activation, in place: `s = σ(pre)` (kept for backward),

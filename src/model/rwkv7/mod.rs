@@ -27,6 +27,12 @@
 //! (kk normalisation, the written key), [`low_rank`] (the four low-rank paths) and [`ffn`];
 //! the norms, token shift and linear maps are [`crate::model::layers`]. Each layout is one
 //! declaration read as slots, counts and views ([`crate::model::layout`]).
+//!
+//! Steps: the forward and the backward are each written once for any number of steps `T`
+//! (the docs of [`block`] say why `T = n` computes the bits of `n` single steps). The live byte
+//! is `T = 1`; a TBPTT chunk's backward ([`Network::backward_steps`]) and the rebuild after an
+//! update ([`Network::advance_steps`]) are `T ≤` [`MAX_STEPS`], whose linear maps read each
+//! weight once for all steps (the segment kernels of [`crate::kernels::steps`]).
 
 mod block;
 mod ffn;
@@ -40,12 +46,15 @@ mod wkv;
 use anyhow::{Result, bail};
 
 use crate::kernels;
-use crate::model::layers::{layer_norm, layer_norm_backward, layer_norm_param_grads};
-use crate::model::layout::{Blocks, Layout, carve, carve_mut, register};
+use crate::model::layers::{
+    Linear, MAX_STEPS, layer_norm, layer_norm_backward, layer_norm_param_grads, row, row_mut,
+    step_rows,
+};
+use crate::model::layout::{Blocks, Layout, carve_mut, register};
 use crate::model::{Build, Layouts, Network, VOCAB};
 use crate::params::{InitRng, ParamSet, Scope, Slot, TensorSource};
 
-use block::GradScratch;
+use block::{Grads, Seg};
 use ffn::FfnWeights;
 use low_rank::{Inner, LowRank};
 
@@ -222,10 +231,10 @@ struct LayerSlots {
     attn_norm_b: Slot, // [C]
     ffn_norm_w: Slot,  // [C]
     ffn_norm_b: Slot,  // [C]
-    r_proj: Slot,      // [C, C]
-    k_proj: Slot,      // [C, C]
-    v_proj: Slot,      // [C, C]
-    o_proj: Slot,      // [C, C]
+    r_proj: Linear,    // [C, C]
+    k_proj: Linear,    // [C, C]
+    v_proj: Linear,    // [C, C]
+    o_proj: Linear,    // [C, C]
     /// Token-shift mixes `x_r, x_w, x_k, x_v, x_a, x_g`, each `[C]` (indexed by R, W, …).
     mix: [Slot; SHIFTS],
     /// Decay: `w_lora`, rank `Dw`, tanh inside, bias `w0`.
@@ -249,7 +258,7 @@ struct Slots {
     embed: Slot,        // [V, C]
     final_norm_w: Slot, // [C]
     final_norm_b: Slot, // [C]
-    lm_head: Slot,      // [V, C]
+    lm_head: Linear,    // [V, C]
     pre_norm_w: Slot,   // [C] (block 0)
     pre_norm_b: Slot,   // [C] (block 0)
     layers: Vec<LayerSlots>,
@@ -268,12 +277,9 @@ fn add_low_rank(
     let (rank, width) = shape;
     let lora = format!("{at}.{name}.lora");
     LowRank {
-        down: p.add(format!("{lora}.0.weight"), &[rank, width], ATTN),
-        up: p.add(format!("{lora}.2.weight"), &[width, rank], ATTN),
-        bias: bias.then(|| p.add(format!("{lora}.2.bias"), &[width], ATTN)),
+        down: Linear::register(p, &format!("{lora}.0"), (rank, width), false, ATTN),
+        up: Linear::register(p, &format!("{lora}.2"), (width, rank), bias, ATTN),
         inner,
-        rank,
-        width,
     }
 }
 
@@ -286,10 +292,13 @@ fn register_layer(cfg: &Config, p: &mut ParamSet, l: usize) -> LayerSlots {
     let attn_norm_b = p.add(format!("{b}.attn_norm.bias"), &[c], ATTN_NORM);
     let ffn_norm_w = p.add(format!("{b}.ffn_norm.weight"), &[c], FFN_NORM);
     let ffn_norm_b = p.add(format!("{b}.ffn_norm.bias"), &[c], FFN_NORM);
-    let r_proj = p.add(format!("{at}.r_proj.weight"), &[c, c], ATTN);
-    let k_proj = p.add(format!("{at}.k_proj.weight"), &[c, c], ATTN);
-    let v_proj = p.add(format!("{at}.v_proj.weight"), &[c, c], ATTN);
-    let o_proj = p.add(format!("{at}.o_proj.weight"), &[c, c], ATTN);
+    let proj = |p: &mut ParamSet, name: &str| {
+        Linear::register(p, &format!("{at}.{name}"), (c, c), false, ATTN)
+    };
+    let r_proj = proj(p, "r_proj");
+    let k_proj = proj(p, "k_proj");
+    let v_proj = proj(p, "v_proj");
+    let o_proj = proj(p, "o_proj");
     let mix = SHIFT_NAMES.map(|m| p.add(format!("{at}.{m}"), &[c], ATTN));
     let w_lora = add_low_rank(p, &at, "w_lora", (cfg.decay_rank, c), Inner::Tanh, true);
     let a_lora = add_low_rank(p, &at, "a_lora", (cfg.a_rank, c), Inner::Identity, true);
@@ -316,10 +325,8 @@ fn register_layer(cfg: &Config, p: &mut ParamSet, l: usize) -> LayerSlots {
         gn_b: p.add(format!("{at}.g_norm.bias"), &[c], ATTN),
         ffn_mix: p.add(format!("{b}.ffn.x_k"), &[c], FFN),
         ffn: FfnWeights {
-            key: p.add(format!("{b}.ffn.key.weight"), &[f, c], FFN),
-            value: p.add(format!("{b}.ffn.value.weight"), &[c, f], FFN),
-            width: c,
-            inner: f,
+            key: Linear::register(p, &format!("{b}.ffn.key"), (f, c), false, FFN),
+            value: Linear::register(p, &format!("{b}.ffn.value"), (c, f), false, FFN),
         },
     }
 }
@@ -331,7 +338,7 @@ fn register_params(cfg: &Config, p: &mut ParamSet) -> Slots {
     let embed = p.add_sparse_rows("model.embeddings.weight", &[VOCAB, c], EMBED);
     let final_norm_w = p.add("model.norm.weight", &[c], HEAD);
     let final_norm_b = p.add("model.norm.bias", &[c], HEAD);
-    let lm_head = p.add("lm_head.weight", &[VOCAB, c], HEAD);
+    let lm_head = Linear::register(p, "lm_head", (VOCAB, c), false, HEAD);
     let pre_norm_w = p.add("model.layers.0.pre_norm.weight", &[c], PRE_NORM);
     let pre_norm_b = p.add("model.layers.0.pre_norm.bias", &[c], PRE_NORM);
     let layers = (0..cfg.layers).map(|l| register_layer(cfg, p, l)).collect();
@@ -353,14 +360,14 @@ fn init_random(slots: &Slots, p: &mut ParamSet, seed: u64) {
     let mut rng = InitRng::new(seed);
     rng.fill_uniform(p.get_mut(slots.embed), 0.02);
     p.get_mut(slots.final_norm_w).fill(1.0);
-    rng.fill_uniform(p.get_mut(slots.lm_head), 0.02);
+    rng.fill_uniform(p.get_mut(slots.lm_head.w), 0.02);
     p.get_mut(slots.pre_norm_w).fill(1.0);
     for l in &slots.layers {
         p.get_mut(l.attn_norm_w).fill(1.0);
         p.get_mut(l.ffn_norm_w).fill(1.0);
         // r, k and v are drawn as one block, then o.
         for s in [l.r_proj, l.k_proj, l.v_proj, l.o_proj] {
-            rng.fill_uniform(p.get_mut(s), 0.02);
+            rng.fill_uniform(p.get_mut(s.w), 0.02);
         }
         // The low-rank matrices: decay, a, value residual (blocks after the first), gate.
         for lr in [
@@ -372,8 +379,8 @@ fn init_random(slots: &Slots, p: &mut ParamSet, seed: u64) {
         .into_iter()
         .flatten()
         {
-            rng.fill_uniform(p.get_mut(lr.down), 0.02);
-            rng.fill_uniform(p.get_mut(lr.up), 0.02);
+            rng.fill_uniform(p.get_mut(lr.down.w), 0.02);
+            rng.fill_uniform(p.get_mut(lr.up.w), 0.02);
         }
         // Mixes around ½: each shifted input starts as the mean of this byte and the last.
         for &m in &l.mix {
@@ -385,8 +392,8 @@ fn init_random(slots: &Slots, p: &mut ParamSet, seed: u64) {
         p.get_mut(l.r_k).fill(1.0);
         p.get_mut(l.gn_w).fill(1.0);
         rng.fill_centered(p.get_mut(l.ffn_mix), 0.5, 0.02);
-        rng.fill_uniform(p.get_mut(l.ffn.key), 0.02);
-        rng.fill_uniform(p.get_mut(l.ffn.value), 0.02);
+        rng.fill_uniform(p.get_mut(l.ffn.key.w), 0.02);
+        rng.fill_uniform(p.get_mut(l.ffn.value.w), 0.02);
     }
 }
 
@@ -417,105 +424,113 @@ fn layer_state<T>(cfg: &Config, add: &mut impl FnMut(&str, &[usize]) -> T) -> La
     }
 }
 
-/// What backward needs from one step outside the blocks.
+/// What backward needs from the steps outside the blocks, each `[n, ·]`: a trace is one step
+/// (`n = 1`), a replay's buffers [`MAX_STEPS`] steps.
 struct StepTrace<T> {
-    token: T,   // [1] the byte read, as a float
-    x0: T,      // [C] embedding row: the pre-norm's input
-    v_first: T, // [C] block 0's value, mixed into later blocks' values
-    x_final: T, // [C] residual stream after the last block
-    xo: T,      // [C] final norm: the LM head's input
+    token: T,   // [n, 1] the byte read, as a float
+    x0: T,      // [n, C] embedding row: the pre-norm's input
+    v_first: T, // [n, C] block 0's value, mixed into later blocks' values
+    x_final: T, // [n, C] residual stream after the last block
+    xo: T,      // [n, C] final norm: the LM head's input
 }
 
-fn step_trace<T>(cfg: &Config, add: &mut impl FnMut(&str, &[usize]) -> T) -> StepTrace<T> {
+fn step_trace<T>(
+    cfg: &Config,
+    n: usize,
+    add: &mut impl FnMut(&str, &[usize]) -> T,
+) -> StepTrace<T> {
     let c = cfg.hidden;
     StepTrace {
-        token: add("token", &[1]),
-        x0: add("x0", &[c]),
-        v_first: add("v_first", &[c]),
-        x_final: add("x_final", &[c]),
-        xo: add("xo", &[c]),
+        token: add("token", &[n, 1]),
+        x0: add("x0", &[n, c]),
+        v_first: add("v_first", &[n, c]),
+        x_final: add("x_final", &[n, c]),
+        xo: add("xo", &[n, c]),
     }
 }
 
-/// What backward needs from one block of one step.
+/// What backward needs from one block over `n` steps, each `[n, ·]`; the copies that only
+/// backward reads (the stream entering the block, the WKV state before the step) for `kept`
+/// steps: a trace is `(1, 1)`, a replay's buffers `(MAX_STEPS, 0)`.
 struct LayerTrace<T> {
-    x_in: T,            // [C] residual stream entering the block
-    xn: T,              // [C] attn_norm(x_in): base of the attention's token shift
-    att_prev: T,        // [C] shift state before this step
-    shift: [T; SHIFTS], // [6][C] token-shifted inputs x_r, x_w, x_k, x_v, x_a, x_g
-    r: T,               // [C] receptance
-    kt: T,              // [C] k̃ = W_k x_k, the key before the `a` scaling
-    vt: T,              // [C] ṽ = W_v x_v, the value before the residual mix
-    w_hidden: T,        // [Dw] tanh(W1 x_w)
-    w_sig: T,           // [C] sigmoid of the decay pre-activation
-    w: T,               // [C] decay
-    a_hidden: T,        // [Da] A1 x_a
-    a: T,               // [C] in-context learning rate
-    g_hidden: T,        // [Dg] sigmoid(G1 x_g)
-    g: T,               // [C] output gate
-    v_hidden: T,        // [Dv] V1 x_v (blocks after the first; empty in block 0)
-    nu: T,              // [C] value-residual mix (blocks after the first; empty in block 0)
-    v: T,               // [C] value
-    kk: T,              // [C] per-head normalised k̃ ⊙ k_k
-    kk_norm: T,         // [H] per-head norm of k̃ ⊙ k_k before normalisation
-    b: T,               // [C] kk ⊙ a: the removal direction of the delta rule
-    k: T,               // [C] key written into the state
-    wkv_prev: T,        // [H, N, N] state before this step
-    sa: T,              // [C] S·kk per head and row (state before this step)
-    y_wkv: T,           // [C] S'·r
-    alpha: T,           // [H] Σ r ⊙ k ⊙ r_k per head: weight of the bonus term
-    y_head: T,          // [C] group norm plus the r·k bonus: the gate's input
-    y_gate: T,          // [C] gated output: W_o's input
-    x_mid: T,           // [C] residual stream after the attention
-    xf: T,              // [C] ffn_norm(x_mid): base of the FFN's token shift
-    ffn_prev: T,        // [C] FFN shift state before this step
-    ffn_x: T,           // [C] token-shifted FFN input
-    ffn_pre: T,         // [F] W_key ffn_x
-    ffn_h: T,           // [F] relu(ffn_pre)²
+    x_in: T,            // [kept, C] residual stream entering the block
+    xn: T,              // [n, C] attn_norm(x_in): base of the attention's token shift
+    att_prev: T,        // [n, C] shift state before this step
+    shift: [T; SHIFTS], // [6][n, C] token-shifted inputs x_r, x_w, x_k, x_v, x_a, x_g
+    r: T,               // [n, C] receptance
+    kt: T,              // [n, C] k̃ = W_k x_k, the key before the `a` scaling
+    vt: T,              // [n, C] ṽ = W_v x_v, the value before the residual mix
+    w_hidden: T,        // [n, Dw] tanh(W1 x_w)
+    w_sig: T,           // [n, C] sigmoid of the decay pre-activation
+    w: T,               // [n, C] decay
+    a_hidden: T,        // [n, Da] A1 x_a
+    a: T,               // [n, C] in-context learning rate
+    g_hidden: T,        // [n, Dg] sigmoid(G1 x_g)
+    g: T,               // [n, C] output gate
+    v_hidden: T,        // [n, Dv] V1 x_v (blocks after the first; empty in block 0)
+    nu: T,              // [n, C] value-residual mix (blocks after the first; empty in block 0)
+    v: T,               // [n, C] value
+    kk: T,              // [n, C] per-head normalised k̃ ⊙ k_k
+    kk_norm: T,         // [n, H] per-head norm of k̃ ⊙ k_k before normalisation
+    b: T,               // [n, C] kk ⊙ a: the removal direction of the delta rule
+    k: T,               // [n, C] key written into the state
+    wkv_prev: T,        // [kept, H, N, N] state before this step
+    sa: T,              // [n, C] S·kk per head and row (state before this step)
+    y_wkv: T,           // [n, C] S'·r
+    alpha: T,           // [n, H] Σ r ⊙ k ⊙ r_k per head: weight of the bonus term
+    y_head: T,          // [n, C] group norm plus the r·k bonus: the gate's input
+    y_gate: T,          // [n, C] gated output: W_o's input
+    x_mid: T,           // [n, C] residual stream after the attention
+    xf: T,              // [n, C] ffn_norm(x_mid): base of the FFN's token shift
+    ffn_prev: T,        // [n, C] FFN shift state before this step
+    ffn_x: T,           // [n, C] token-shifted FFN input
+    ffn_pre: T,         // [n, F] W_key ffn_x
+    ffn_h: T,           // [n, F] relu(ffn_pre)²
 }
 
 fn layer_trace<T>(
     cfg: &Config,
     l: usize,
+    (n, kept): (usize, usize),
     add: &mut impl FnMut(&str, &[usize]) -> T,
 ) -> LayerTrace<T> {
     let (c, f, h) = (cfg.hidden, cfg.intermediate, cfg.heads());
     // Only blocks after the first have the value-residual path.
     let (dv, nu) = if l > 0 { (cfg.v_rank, c) } else { (0, 0) };
     LayerTrace {
-        x_in: add("x_in", &[c]),
-        xn: add("xn", &[c]),
-        att_prev: add("att_prev", &[c]),
-        shift: SHIFT_NAMES.map(|name| add(name, &[c])),
-        r: add("r", &[c]),
-        kt: add("kt", &[c]),
-        vt: add("vt", &[c]),
-        w_hidden: add("w_hidden", &[cfg.decay_rank]),
-        w_sig: add("w_sig", &[c]),
-        w: add("w", &[c]),
-        a_hidden: add("a_hidden", &[cfg.a_rank]),
-        a: add("a", &[c]),
-        g_hidden: add("g_hidden", &[cfg.g_rank]),
-        g: add("g", &[c]),
-        v_hidden: add("v_hidden", &[dv]),
-        nu: add("nu", &[nu]),
-        v: add("v", &[c]),
-        kk: add("kk", &[c]),
-        kk_norm: add("kk_norm", &[h]),
-        b: add("b", &[c]),
-        k: add("k", &[c]),
-        wkv_prev: add("wkv_prev", &[h, N, N]),
-        sa: add("sa", &[c]),
-        y_wkv: add("y_wkv", &[c]),
-        alpha: add("alpha", &[h]),
-        y_head: add("y_head", &[c]),
-        y_gate: add("y_gate", &[c]),
-        x_mid: add("x_mid", &[c]),
-        xf: add("xf", &[c]),
-        ffn_prev: add("ffn_prev", &[c]),
-        ffn_x: add("ffn_x", &[c]),
-        ffn_pre: add("ffn_pre", &[f]),
-        ffn_h: add("ffn_h", &[f]),
+        x_in: add("x_in", &[kept, c]),
+        xn: add("xn", &[n, c]),
+        att_prev: add("att_prev", &[n, c]),
+        shift: SHIFT_NAMES.map(|name| add(name, &[n, c])),
+        r: add("r", &[n, c]),
+        kt: add("kt", &[n, c]),
+        vt: add("vt", &[n, c]),
+        w_hidden: add("w_hidden", &[n, cfg.decay_rank]),
+        w_sig: add("w_sig", &[n, c]),
+        w: add("w", &[n, c]),
+        a_hidden: add("a_hidden", &[n, cfg.a_rank]),
+        a: add("a", &[n, c]),
+        g_hidden: add("g_hidden", &[n, cfg.g_rank]),
+        g: add("g", &[n, c]),
+        v_hidden: add("v_hidden", &[n, dv]),
+        nu: add("nu", &[n, nu]),
+        v: add("v", &[n, c]),
+        kk: add("kk", &[n, c]),
+        kk_norm: add("kk_norm", &[n, h]),
+        b: add("b", &[n, c]),
+        k: add("k", &[n, c]),
+        wkv_prev: add("wkv_prev", &[kept, h, N, N]),
+        sa: add("sa", &[n, c]),
+        y_wkv: add("y_wkv", &[n, c]),
+        alpha: add("alpha", &[n, h]),
+        y_head: add("y_head", &[n, c]),
+        y_gate: add("y_gate", &[n, c]),
+        x_mid: add("x_mid", &[n, c]),
+        xf: add("xf", &[n, c]),
+        ffn_prev: add("ffn_prev", &[n, c]),
+        ffn_x: add("ffn_x", &[n, c]),
+        ffn_pre: add("ffn_pre", &[n, f]),
+        ffn_h: add("ffn_h", &[n, f]),
     }
 }
 
@@ -530,33 +545,68 @@ impl Config {
         )
     }
 
-    fn trace_blocks(&self) -> Blocks {
+    /// One step's trace (`(1, 1)`) or a replay's buffers (`(MAX_STEPS, 0)`), see
+    /// [`LayerTrace`].
+    fn trace_blocks_of(&self, (n, kept): (usize, usize)) -> Blocks {
         let top = |layout: &mut Layout| {
-            step_trace(self, &mut register(layout, ""));
+            step_trace(self, n, &mut register(layout, ""));
         };
         Blocks::new(self.layers, top, |layout, prefix, l| {
-            layer_trace(self, l, &mut register(layout, prefix));
+            layer_trace(self, l, (n, kept), &mut register(layout, prefix));
         })
     }
+
+    fn trace_blocks(&self) -> Blocks {
+        self.trace_blocks_of(ONE_STEP)
+    }
+
+    /// Floats of the buffers a replay of known bytes over several steps at once keeps: its
+    /// activations, and the residual stream and a block's output over the steps.
+    pub fn replay_floats(&self) -> usize {
+        self.trace_blocks_of(REPLAY).layout.len() + 2 * MAX_STEPS * self.hidden
+    }
 }
+
+/// The rows and kept rows of a trace (one step) and of a replay's buffers.
+const ONE_STEP: (usize, usize) = (1, 1);
+const REPLAY: (usize, usize) = (MAX_STEPS, 0);
 
 // ---------------------------------------------------------------------------------------------
 // The network
 // ---------------------------------------------------------------------------------------------
+
+/// The [`Model`] of a [`Rwkv7`], borrowing only the fields it names (so the buffers can be
+/// borrowed mutably beside it).
+macro_rules! model {
+    ($net:expr) => {
+        Model {
+            cfg: &$net.cfg,
+            slots: &$net.slots,
+            state_layout: &$net.state_layout,
+        }
+    };
+}
 
 pub struct Rwkv7 {
     cfg: Config,
     slots: Slots,
     state_layout: Blocks,
     trace_layout: Blocks,
+    /// The layout of a replay's buffers: the trace's entries over [`MAX_STEPS`] steps, without
+    /// the copies only backward reads.
+    replay_layout: Blocks,
     /// The trace an untraced forward writes into: traced and untraced forward run one code path.
     scratch: Vec<f32>,
-    /// Residual stream of the step being computed, `[C]`.
+    /// A replay's buffers, made on the first replay.
+    replay: Option<Vec<f32>>,
+    /// Residual stream of the steps being computed, `[MAX_STEPS, C]`.
     x: Vec<f32>,
-    /// The FFN's output before it joins the residual stream, `[C]`.
+    /// The FFN's output before it joins the residual stream, `[MAX_STEPS, C]`.
     block_out: Vec<f32>,
     logits: Vec<f32>,
-    g: GradScratch,
+    /// Gradient buffers ([`Grads`]) of `grad_steps` steps, grown by a longer segment.
+    grads: Vec<f32>,
+    grad_steps: usize,
 }
 
 impl Rwkv7 {
@@ -571,10 +621,13 @@ impl Rwkv7 {
             scratch: trace_layout.layout.zeros(),
             state_layout: cfg.state_blocks(),
             trace_layout,
-            x: vec![0.0; cfg.hidden],
-            block_out: vec![0.0; cfg.hidden],
+            replay_layout: cfg.trace_blocks_of(REPLAY),
+            replay: None,
+            x: vec![0.0; MAX_STEPS * cfg.hidden],
+            block_out: vec![0.0; MAX_STEPS * cfg.hidden],
             logits: vec![0.0; VOCAB],
-            g: GradScratch::new(&cfg),
+            grads: cfg.grad_layout(1).zeros(),
+            grad_steps: 1,
             cfg,
             slots,
         };
@@ -593,9 +646,9 @@ impl Rwkv7 {
         &self.cfg
     }
 
-    /// One forward step: reads `token` and advances `state`. Without a trace it skips the
-    /// copies that only backward reads, and without `logits` the LM head: neither changes a
-    /// bit of the state or of the logits.
+    /// The forward of the live byte (T = 1): reads `token` and advances `state`. Untraced, it
+    /// writes its trace into scratch and skips the copies only backward reads; without logits
+    /// it skips the LM head. Neither changes a bit of the state or of the logits.
     fn step(
         &mut self,
         params: &ParamSet,
@@ -604,54 +657,230 @@ impl Rwkv7 {
         trace: Option<&mut Vec<f32>>,
         logits: bool,
     ) {
-        let Rwkv7 {
-            cfg,
-            slots: sl,
-            state_layout,
-            trace_layout,
-            scratch,
-            x,
-            block_out,
-            logits: out,
-            ..
-        } = self;
         let traced = trace.is_some();
-        let tr = trace.unwrap_or(scratch);
-        let (top, layers) = tr.split_at_mut(trace_layout.top);
-        let top = step_trace(cfg, &mut carve_mut(top));
-        let (c, p) = (cfg.hidden, |slot: Slot| slot.of(&params.data));
+        let model = model!(self);
+        let tr = trace.unwrap_or(&mut self.scratch);
+        let acts = (&mut tr[..], &self.trace_layout, ONE_STEP);
+        let bufs = (&mut self.x[..], &mut self.block_out[..]);
+        model.forward(params, state, &[token], acts, bufs, traced);
+        if logits {
+            let top = step_trace(
+                &self.cfg,
+                1,
+                &mut carve_mut(&mut tr[..self.trace_layout.top]),
+            );
+            // 21. logits = lm_head · LN_out(x)
+            let (sl, x) = (&self.slots, &self.x[..self.cfg.hidden]);
+            top.x_final.copy_from_slice(x);
+            let (norm_w, norm_b) = (params.get(sl.final_norm_w), params.get(sl.final_norm_b));
+            layer_norm(x, norm_w, norm_b, LN_EPS, top.xo);
+            sl.lm_head.forward(params, top.xo, &mut self.logits);
+        }
+    }
 
-        top.token[0] = token as f32;
-        // 1. x0 = embed[token]   (a byte is always a valid row: no clamping, unlike the
-        //    reference, which silently clamps out-of-range token ids)
-        top.x0.copy_from_slice(p(sl.embed.row(token as usize, c)));
-        // 2. x = LN_pre(x0)   (block 0's pre-norm)
-        layer_norm(top.x0, p(sl.pre_norm_w), p(sl.pre_norm_b), LN_EPS, x);
+    /// The forward of known bytes ([`MAX_STEPS`] at a time), untraced and without logits: the
+    /// bits of [`Network::advance`] byte after byte.
+    fn replay(&mut self, params: &ParamSet, state: &mut [f32], tokens: &[u8]) {
+        let layout = &self.replay_layout;
+        let mut buf = self.replay.take().unwrap_or_else(|| layout.layout.zeros());
+        let model = model!(self);
+        for part in tokens.chunks(MAX_STEPS) {
+            let acts = (&mut buf[..], layout, REPLAY);
+            let bufs = (&mut self.x[..], &mut self.block_out[..]);
+            model.forward(params, state, part, acts, bufs, false);
+        }
+        self.replay = Some(buf);
+    }
+
+    /// Walks the traced steps `traces` back (T ≤ [`MAX_STEPS`]), last first, with
+    /// `grad_logits` one row of [`VOCAB`] per step (see [`Network::backward_steps`]), each
+    /// step of the forward over all the steps at once: the head (21), the blocks last first
+    /// (20–3), the pre-norm and the embedding (2–1). Without `carry`, the one step is the only
+    /// one (a one-step update).
+    fn backward_segment(
+        &mut self,
+        params: &ParamSet,
+        (traces, grad_logits): (&[Vec<f32>], &[f32]),
+        (scope, grads): (Scope, &mut [f32]),
+        mut carry: Option<&mut [f32]>,
+    ) {
+        let n = traces.len();
+        if self.grad_steps < n {
+            self.grads = self.cfg.grad_layout(n).zeros();
+            self.grad_steps = n;
+        }
+        let below = [EMBED, PRE_NORM, ATTN_NORM, FFN_NORM, ATTN, FFN]
+            .iter()
+            .any(|&gr| scope.has(gr));
+        if !below {
+            // No parameter in scope depends on the state, so its gradient is not computed; the
+            // carry is left zero rather than stale.
+            if let Some(cr) = carry.as_deref_mut() {
+                cr.fill(0.0);
+            }
+            if !scope.has(HEAD) {
+                return;
+            }
+        }
+        let (cfg, sl) = (&self.cfg, &self.slots);
+        let mut g = block::grads(cfg, self.grad_steps, &mut carve_mut(&mut self.grads));
+        let seg = |l| Seg {
+            cfg,
+            layout: &self.trace_layout,
+            traces,
+            l,
+        };
+        head_backward(
+            sl,
+            params,
+            (&seg(0), grad_logits),
+            &mut g,
+            (scope, grads),
+            below,
+        );
+        if !below {
+            return;
+        }
+        g.v_first[..n * cfg.hidden].fill(0.0);
+        for (l, ls) in sl.layers.iter().enumerate().rev() {
+            let range = self.state_layout.layers[l].clone();
+            let mut lc = carry
+                .as_deref_mut()
+                .map(|cr| layer_state(cfg, &mut carve_mut(&mut cr[range])));
+            let walk = (ls, params, &seg(l));
+            // 20.–17.
+            block::channel_mix_backward(walk, lc.as_mut(), &mut g, grads, scope);
+            // 16.–3.
+            block::time_mix_backward(walk, lc.as_mut(), &mut g, grads, scope);
+        }
+        input_backward(sl, params, &seg(0), &g, (scope, grads));
+    }
+}
+
+/// What the forward reads besides the parameters: the sizes, the weights' slots, the state's
+/// layout.
+struct Model<'a> {
+    cfg: &'a Config,
+    slots: &'a Slots,
+    state_layout: &'a Blocks,
+}
+
+impl Model<'_> {
+    /// Steps 1–20 over the `n = tokens.len()` steps: reads the bytes and advances `state`,
+    /// leaving the residual stream after the last block in the rows of `x`. The activations go
+    /// to `acts`, laid out by `layout` for `(rows, kept)` ([`LayerTrace`]); with `traced`, also
+    /// the copies only backward reads. `x` and `out` are `[n, C]`.
+    fn forward(
+        &self,
+        params: &ParamSet,
+        state: &mut [f32],
+        tokens: &[u8],
+        (acts, layout, dims): (&mut [f32], &Blocks, (usize, usize)),
+        (x, out): (&mut [f32], &mut [f32]),
+        traced: bool,
+    ) {
+        let (cfg, sl, n, c) = (self.cfg, self.slots, tokens.len(), self.cfg.hidden);
+        let (top, layers) = acts.split_at_mut(layout.top);
+        let top = step_trace(cfg, dims.0, &mut carve_mut(top));
+        let p = |slot: Slot| params.get(slot);
+        for (s, &token) in tokens.iter().enumerate() {
+            top.token[s] = token as f32;
+            // 1. x0 = embed[token]   (a byte is always a valid row: no clamping, unlike the
+            //    reference, which silently clamps out-of-range token ids)
+            let x0 = row_mut(top.x0, s, c);
+            x0.copy_from_slice(p(sl.embed.row(token as usize, c)));
+            // 2. x = LN_pre(x0)   (block 0's pre-norm)
+            let (w, b) = (p(sl.pre_norm_w), p(sl.pre_norm_b));
+            layer_norm(x0, w, b, LN_EPS, row_mut(x, s, c));
+        }
         for (l, ls) in sl.layers.iter().enumerate() {
-            let mut lt = layer_trace(
-                cfg,
-                l,
-                &mut carve_mut(&mut layers[trace_layout.after_top(l)]),
-            );
-            let mut st = layer_state(
-                cfg,
-                &mut carve_mut(&mut state[state_layout.layers[l].clone()]),
-            );
+            let lt = &mut layers[layout.after_top(l)];
+            let mut lt = layer_trace(cfg, l, dims, &mut carve_mut(lt));
+            let st = &mut state[self.state_layout.layers[l].clone()];
+            let mut st = layer_state(cfg, &mut carve_mut(st));
             if traced {
-                lt.x_in.copy_from_slice(x);
+                lt.x_in[..n * c].copy_from_slice(&x[..n * c]);
             }
             // 3.–16. x += W_o · attention(LN_attn(x))
-            block::time_mix_forward((ls, &params.data), &mut st, &mut lt, top.v_first, x, traced);
+            let v_x = (&mut *top.v_first, &mut *x);
+            block::time_mix_forward((ls, params), &mut st, &mut lt, v_x, (n, traced));
             // 17.–20. x += W_value · relu(W_key · shift(LN_ffn(x)))²
-            block::channel_mix_forward((ls, &params.data), &mut st, &mut lt, x, block_out);
+            let x_out = (&mut *x, &mut *out);
+            block::channel_mix_forward((ls, params), &mut st, &mut lt, x_out, n);
         }
-        // 21. logits = lm_head · LN_out(x)
-        if logits {
-            top.x_final.copy_from_slice(x);
-            let (norm_w, norm_b) = (p(sl.final_norm_w), p(sl.final_norm_b));
-            layer_norm(x, norm_w, norm_b, LN_EPS, top.xo);
-            kernels::gemv(p(sl.lm_head), top.xo, out, VOCAB, c);
+    }
+}
+
+/// Step 21 walked back over the segment's steps: `logits = lm_head · xo`, `xo =
+/// LN_out(x_final)`. Writes the rows of `g.xn` and, when the blocks below train (`below`), of
+/// `g.x`.
+fn head_backward(
+    sl: &Slots,
+    params: &ParamSet,
+    (seg, grad_logits): (&Seg, &[f32]),
+    g: &mut Grads<&mut [f32]>,
+    (scope, grads): (Scope, &mut [f32]),
+    below: bool,
+) {
+    let (c, n) = (seg.cfg.hidden, seg.n());
+    let train = scope.has(HEAD);
+    let xo = step_rows(n, |t| seg.top(t).xo);
+    let g_head = train.then_some(&mut *grads);
+    sl.lm_head
+        .backward_steps(params, g_head, &xo[..n], grad_logits, (g.xn, c), false);
+    let (w, b) = (sl.final_norm_w, sl.final_norm_b);
+    for t in (0..n).rev() {
+        let x_final = seg.top(t).x_final;
+        if train {
+            layer_norm_param_grads(x_final, LN_EPS, row(g.xn, t, c), grads, w, b);
         }
+        if below {
+            let (g_xn, g_x) = (row(g.xn, t, c), row_mut(g.x, t, c));
+            layer_norm_backward(x_final, params.get(w), LN_EPS, g_xn, g_x);
+        }
+    }
+}
+
+/// Steps 2 and 1 walked back over the segment's steps, from the rows of `g.x`: `x =
+/// LN_pre(x0)`, `x0 = embed[token]`.
+fn input_backward(
+    sl: &Slots,
+    params: &ParamSet,
+    seg: &Seg,
+    g: &Grads<&mut [f32]>,
+    (scope, grads): (Scope, &mut [f32]),
+) {
+    let c = seg.cfg.hidden;
+    let mut g_x0 = [0.0f32; crate::model::MAX_DIM];
+    for t in (0..seg.n()).rev() {
+        let top = seg.top(t);
+        let g_x = row(g.x, t, c);
+        // 2. x = LN_pre(x0)
+        if scope.has(PRE_NORM) {
+            let (w, b) = (sl.pre_norm_w, sl.pre_norm_b);
+            layer_norm_param_grads(top.x0, LN_EPS, g_x, grads, w, b);
+        }
+        // 1. x0 = embed[token]
+        if scope.has(EMBED) {
+            let g_x0 = &mut g_x0[..c];
+            layer_norm_backward(top.x0, params.get(sl.pre_norm_w), LN_EPS, g_x, g_x0);
+            let row = sl.embed.row(top.token[0] as usize, c);
+            kernels::add_assign(row.of_mut(grads), g_x0);
+        }
+    }
+}
+
+impl Config {
+    /// The layout of the gradient buffers of a backward over `steps` steps.
+    fn grad_layout(&self, steps: usize) -> Layout {
+        let mut layout = Layout::new();
+        block::grads(self, steps, &mut register(&mut layout, ""));
+        layout
+    }
+
+    /// Floats of the gradient buffers a backward over `steps` steps at once keeps.
+    pub fn step_grad_floats(&self, steps: usize) -> usize {
+        self.grad_layout(steps).len()
     }
 }
 
@@ -711,75 +940,33 @@ impl Network for Rwkv7 {
         grad_logits: &[f32],
         scope: Scope,
         grads: &mut [f32],
-        mut carry: Option<&mut Vec<f32>>,
+        carry: Option<&mut Vec<f32>>,
     ) {
-        let Rwkv7 {
-            cfg,
-            slots: sl,
-            state_layout,
-            trace_layout,
-            g,
-            ..
-        } = self;
-        let (c, p) = (cfg.hidden, |slot: Slot| slot.of(&params.data));
-        let train_head = scope.has(HEAD);
-        let below = [EMBED, PRE_NORM, ATTN_NORM, FFN_NORM, ATTN, FFN]
-            .iter()
-            .any(|&gr| scope.has(gr));
-        if !below {
-            // No parameter in scope depends on the state, so its gradient is not computed; the
-            // carry is left zero rather than stale.
-            if let Some(cr) = carry.as_deref_mut() {
-                cr.fill(0.0);
-            }
-            if !train_head {
-                return;
-            }
-        }
-        let top = step_trace(cfg, &mut carve(&tr[..trace_layout.top]));
+        let (traces, carry) = (std::slice::from_ref(tr), carry.map(|c| c.as_mut_slice()));
+        self.backward_segment(params, (traces, grad_logits), (scope, grads), carry);
+    }
 
-        // 21. logits = lm_head · xo,   xo = LN_out(x_final)
-        let g_w = train_head.then(|| sl.lm_head.of_mut(grads));
-        kernels::linear_backward(p(sl.lm_head), grad_logits, top.xo, &mut g.xn, g_w, VOCAB, c);
-        if train_head {
-            let (w, b) = (sl.final_norm_w, sl.final_norm_b);
-            layer_norm_param_grads(top.x_final, LN_EPS, &g.xn, grads, w, b);
-        }
-        if !below {
-            return;
-        }
-        layer_norm_backward(top.x_final, p(sl.final_norm_w), LN_EPS, &g.xn, &mut g.x);
-        g.v_first.fill(0.0);
-        for (l, ls) in sl.layers.iter().enumerate().rev() {
-            let lt = layer_trace(cfg, l, &mut carve(&tr[trace_layout.layers[l].clone()]));
-            let range = state_layout.layers[l].clone();
-            let mut lc = carry
-                .as_deref_mut()
-                .map(|cr| layer_state(cfg, &mut carve_mut(&mut cr[range])));
-            // 20.–17.
-            block::channel_mix_backward(ls, &params.data, &lt, lc.as_mut(), g, grads, scope);
-            // 16.–3.
-            block::time_mix_backward(
-                ls,
-                &params.data,
-                &lt,
-                top.v_first,
-                lc.as_mut(),
-                g,
-                grads,
-                scope,
-            );
-        }
-        // 2. x = LN_pre(x0)
-        if scope.has(PRE_NORM) {
-            let (w, b) = (sl.pre_norm_w, sl.pre_norm_b);
-            layer_norm_param_grads(top.x0, LN_EPS, &g.x, grads, w, b);
-        }
-        if scope.has(EMBED) {
-            layer_norm_backward(top.x0, p(sl.pre_norm_w), LN_EPS, &g.x, &mut g.tmp);
-            // 1. x0 = embed[token]
-            let row = sl.embed.row(top.token[0] as usize, c);
-            kernels::add_assign(row.of_mut(grads), &g.tmp);
+    fn advance_steps(&mut self, params: &ParamSet, state: &mut Vec<f32>, tokens: &[u8]) {
+        self.replay(params, state, tokens);
+    }
+
+    /// Layer by layer over up to [`MAX_STEPS`] steps at once, the last of them first.
+    fn backward_steps(
+        &mut self,
+        params: &ParamSet,
+        traces: &[Vec<f32>],
+        grad_logits: &[f32],
+        scope: Scope,
+        grads: &mut [f32],
+        carry: &mut Vec<f32>,
+    ) {
+        let mut end = traces.len();
+        while end > 0 {
+            let start = end.saturating_sub(MAX_STEPS);
+            let g = &grad_logits[start * VOCAB..end * VOCAB];
+            let part = &traces[start..end];
+            self.backward_segment(params, (part, g), (scope, &mut *grads), Some(carry));
+            end = start;
         }
     }
 }

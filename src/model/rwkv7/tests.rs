@@ -557,3 +557,32 @@ fn sgd_tbptt_step_lowers_the_segment_loss() {
         "before {before} after {after} predicted drop {predicted}"
     );
 }
+
+/// Walking a segment back layer by layer over all steps gives the bits of walking it back step
+/// by step (each step through the per-step kernels): the parameter gradients and the carried
+/// state gradient, for every kind of scope, over a segment longer than the batched kernels'
+/// blocks of steps.
+#[test]
+fn backward_over_steps_equals_step_by_step() {
+    let (mut net, params) = spread_net(51);
+    let scopes = [
+        Scope::ALL,
+        Scope::NONE.with(ATTN).with(EMBED),
+        Scope::NONE.with(FFN).with(ATTN_NORM).with(PRE_NORM),
+        Scope::NONE.with(FFN_NORM),
+        Scope::NONE.with(HEAD),
+    ];
+    let text: Vec<u8> = (0..90u32).map(|i| (i * 37 % 251) as u8).collect();
+    for steps in [1, 2, 7, 70] {
+        gradcheck::assert_backward_steps_equal(&mut net, &params, (&text, 5, steps), &scopes);
+    }
+}
+
+/// Replaying known bytes layer by layer leaves the state bit for bit where byte-by-byte
+/// advances leave it, also across the replay's internal batches.
+#[test]
+fn replay_over_steps_equals_byte_by_byte() {
+    let (mut net, params) = spread_net(61);
+    let text: Vec<u8> = (0..150u32).map(|i| (i * 37 % 251) as u8).collect();
+    gradcheck::assert_replay_equals_advance(&mut net, &params, &text, &[1, 7, 64, 65, 150]);
+}
