@@ -87,8 +87,8 @@ impl fmt::Display for FormatError {
             ),
             FormatError::NumericsMismatch { file, build } => write!(
                 f,
-                "file was made with numerics version {file}; this build computes version {build} \
-                 and cannot reproduce its model ({})",
+                "file was made with numerics version {file}; this build computes versions \
+                 {OLDEST_NUMERICS_VERSION} to {build} and cannot reproduce its model ({})",
                 which_release_decodes(*file)
             ),
             FormatError::Truncated(what) => write!(f, "file is truncated (in the {what})"),

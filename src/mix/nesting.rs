@@ -11,7 +11,7 @@ use std::io;
 use super::component::Shared;
 use super::counters::hash;
 use super::spec::MixSpec;
-use super::tables::Family;
+use super::tables::{BinaryClock, Family};
 
 /// Open brackets kept (deeper ones are counted, not remembered).
 const STACK: usize = 16;
@@ -32,11 +32,9 @@ pub struct Nesting {
     quote: u8,
     /// Whether the byte before was a backslash inside a string (the next quote is escaped).
     escaped: bool,
-    /// Bytes seen, and when the last structural byte and the last byte text does not have
-    /// came.
-    pos: u64,
+    /// Bytes seen and the last binary byte; `clock.pos` after the last structural byte.
+    clock: BinaryClock,
     last_structure: u64,
-    last_binary: u64,
 }
 
 impl Nesting {
@@ -74,17 +72,13 @@ impl Family for Nesting {
             depth: 0,
             quote: 0,
             escaped: false,
-            pos: 0,
+            clock: BinaryClock::default(),
             last_structure: 0,
-            last_binary: 0,
         })
     }
 
     fn learn_byte(&mut self, _s: &Shared, byte: u8) {
-        self.pos += 1;
-        if !matches!(byte, b'\t' | b'\n' | b'\r' | b' '..=b'~') {
-            self.last_binary = self.pos;
-        }
+        self.clock.learn(byte);
         if self.quote != 0 {
             match byte {
                 _ if self.escaped => self.escaped = false,
@@ -109,14 +103,14 @@ impl Family for Nesting {
             _ => {}
         }
         if matches!(byte, b'{' | b'}' | b';' | b'<' | b'>') {
-            self.last_structure = self.pos;
+            self.last_structure = self.clock.pos;
         }
     }
 
     fn active(&self) -> bool {
-        let text = self.last_binary == 0 || self.pos - self.last_binary >= TEXT_SPAN;
+        let text = self.clock.since_binary().is_none_or(|d| d >= TEXT_SPAN);
         let structure = self.depth > 0
-            || (self.last_structure > 0 && self.pos - self.last_structure < STRUCTURE_SPAN);
+            || (self.last_structure > 0 && self.clock.pos - self.last_structure < STRUCTURE_SPAN);
         text && structure
     }
 

@@ -6,7 +6,7 @@ use std::io;
 use super::component::Shared;
 use super::counters::hash;
 use super::spec::{MixSpec, SMALL_TABLE_BITS, SPARSE};
-use super::tables::Family;
+use super::tables::{BinaryClock, Family};
 
 /// Orders 0 to N: the last `order` bytes (`mix:orders=N`; none for 0). Orders 0 and 1 fit
 /// tables of [`SMALL_TABLE_BITS`].
@@ -74,10 +74,8 @@ impl Family for Sparse {
 /// More sparse and aligned contexts for binaries (`ext` 1024): single bytes and pairs further
 /// back, high nibbles, and contexts by the position in a 4-byte word with the word before.
 pub struct Sparse2 {
-    /// Bytes seen, for the position in the 4-byte word.
-    pos: u64,
-    /// `pos` after the last byte that text does not have.
-    last_binary: u64,
+    /// Bytes seen (for the position in the 4-byte word) and the last binary byte.
+    clock: BinaryClock,
 }
 
 /// Bytes after the last byte that text does not have (a control character or one above 126)
@@ -106,27 +104,23 @@ impl Family for Sparse2 {
 
     fn new(_spec: &MixSpec) -> io::Result<Self> {
         Ok(Sparse2 {
-            pos: 0,
-            last_binary: 0,
+            clock: BinaryClock::default(),
         })
     }
 
     fn learn_byte(&mut self, _s: &Shared, byte: u8) {
-        self.pos += 1;
-        if !matches!(byte, b'\t' | b'\n' | b'\r' | b' '..=b'~') {
-            self.last_binary = self.pos;
-        }
+        self.clock.learn(byte);
     }
 
     fn active(&self) -> bool {
-        self.last_binary > 0 && self.pos - self.last_binary < BINARY_SPAN
+        self.clock.since_binary().is_some_and(|d| d < BINARY_SPAN)
     }
 
     fn contexts(&self, s: &Shared, out: &mut [u32]) {
         for (i, mask) in SPARSE2.iter().enumerate() {
             out[i] = hash(s.history & mask, 0x300 + i as u32);
         }
-        let k = self.pos & 3;
+        let k = self.clock.pos & 3;
         let so_far = s.history & ((1u64 << (8 * k)) - 1);
         let word_before = (s.history >> (8 * k)) & 0xffff_ffff;
         let n = SPARSE2.len();

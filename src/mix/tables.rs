@@ -191,3 +191,28 @@ pub fn confidence_input(map: &mut Apm, counter: Option<Counter>, recent: bool) -
     };
     stretch(map.refine(p, cx))
 }
+
+/// Bytes seen and where the last byte that text does not have came (a control byte other than
+/// tab, newline and return, or one above `~`): what the families for one kind of data read to
+/// sit out the others ([`Family::active`]).
+#[derive(Default)]
+pub struct BinaryClock {
+    /// Bytes seen.
+    pub pos: u64,
+    /// `pos` after the last byte that text does not have (0: none yet).
+    last_binary: u64,
+}
+
+impl BinaryClock {
+    pub fn learn(&mut self, byte: u8) {
+        self.pos += 1;
+        if !matches!(byte, b'\t' | b'\n' | b'\r' | b' '..=b'~') {
+            self.last_binary = self.pos;
+        }
+    }
+
+    /// Bytes since the last byte that text does not have, if one has come.
+    pub fn since_binary(&self) -> Option<u64> {
+        (self.last_binary > 0).then(|| self.pos - self.last_binary)
+    }
+}
