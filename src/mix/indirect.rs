@@ -18,10 +18,7 @@ use super::tables::Family;
 const AFTER3_BITS: u32 = 20;
 
 fn after3_bits(spec: &MixSpec) -> u32 {
-    match spec.fit {
-        0 => AFTER3_BITS,
-        fit => AFTER3_BITS.min(fit),
-    }
+    spec.fit_cap(AFTER3_BITS, 0)
 }
 
 /// The histories of what followed each context (see the module's docs).

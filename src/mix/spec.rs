@@ -372,13 +372,19 @@ impl MixSpec {
     /// The settings the stage is built with: under `fit`, `table` and `match` capped at
     /// `2^fit` (the SSE maps read `fit` themselves); without it, `self`.
     pub fn sized(&self) -> MixSpec {
+        MixSpec {
+            table: self.fit_cap(self.table, 0),
+            matcher: self.fit_cap(self.matcher, 0),
+            ..*self
+        }
+    }
+
+    /// A log2 size `bits` under `fit`: at most `fit − below` (`below` < 16, the least `fit`);
+    /// without `fit`, `bits`.
+    pub fn fit_cap(&self, bits: u32, below: u32) -> u32 {
         match self.fit {
-            0 => *self,
-            fit => MixSpec {
-                table: self.table.min(fit),
-                matcher: self.matcher.min(fit),
-                ..*self
-            },
+            0 => bits,
+            fit => bits.min(fit - below),
         }
     }
 

@@ -21,10 +21,7 @@ const ORDER2_BITS: u32 = 18;
 /// `mix:fit`, at most `fit − 4`, the last byte then hashed to fewer values (on binaries every
 /// byte value comes round, and the two maps alone would fill 8.6 MB).
 pub(super) fn order1_bits(spec: &MixSpec) -> u32 {
-    match spec.fit {
-        0 => 16,
-        fit => 16.min(fit - 4),
-    }
+    spec.fit_cap(16, 4)
 }
 
 /// The context of the last byte `c1` and the bits so far `c0` in a map of `2^bits` contexts
@@ -39,10 +36,7 @@ pub(super) fn order1_context(c1: u32, c0: usize, bits: u32) -> usize {
 
 /// Log2 contexts of the order-2 map of a stage of `spec`.
 fn order2_bits(spec: &MixSpec) -> u32 {
-    match spec.fit {
-        0 => ORDER2_BITS,
-        fit => ORDER2_BITS.min(fit - 4),
-    }
+    spec.fit_cap(ORDER2_BITS, 4)
 }
 /// Match states: none, or (length bucket 0..31, expected bit).
 const MATCH_STATES: usize = 65;
