@@ -12,11 +12,14 @@
 //! counters per input byte (4 at 64 KiB, 1 at 1 MiB), the most that keeps inputs up to 64 KiB
 //! within 32 MiB and up to 1 MiB within 96 MiB, where each step of N costs the whole table
 //! size (docs/experiments.md, "Memory to fit the input").
+//!
+//! A Mamba-1 network's context embeddings (its size `ctx`, src/model/context.rs) are sized for
+//! the input the same way: [`context_bits`] rows per table, never more than the recipe's.
 
 use std::ops::RangeInclusive;
 
 use crate::mix::MixSpec;
-use crate::recipe::{Recipe, UnresolvedPercent};
+use crate::recipe::{Base, ModelConfig, Recipe, UnresolvedPercent};
 
 /// The values [`fit_bits`] chooses: 2^17 counters is about 0.5 MiB a table; from 2^22 on
 /// today's levels' stages are as they are (and [`fitted`] leaves the key out).
@@ -39,26 +42,58 @@ pub fn fit_bits(len: u64) -> u32 {
         .clamp(*FIT_CHOSEN.start(), *FIT_CHOSEN.end())
 }
 
+/// The values [`context_bits`] chooses.
+pub const CONTEXT_CHOSEN: RangeInclusive<usize> = 10..=14;
+
+/// Log2 rows per context table for an input of `len` bytes: `ceil(log2 len) − 4` within
+/// [`CONTEXT_CHOSEN`]. An input has far fewer distinct contexts of two and three bytes, and
+/// words, than bytes: with rows for a sixteenth of its bytes, calgary/progc and canterbury/sum
+/// (about 40 KB) code within 0.2% of the size with 16 times the rows (docs/experiments.md,
+/// 2026-12-03, "Context inputs").
+pub fn context_bits(len: u64) -> usize {
+    let log = match len {
+        0 | 1 => 0,
+        n => 64 - (n - 1).leading_zeros() as usize,
+    };
+    log.saturating_sub(4)
+        .clamp(*CONTEXT_CHOSEN.start(), *CONTEXT_CHOSEN.end())
+}
+
 /// `recipe` for an input of `len` bytes: its stage with `fit` chosen for `len` when that
-/// makes the stage smaller; as it is when it has no stage, a stage with `fit` already, or one
+/// makes the stage smaller, and its network's context tables no larger than
+/// [`context_bits`]; as it is when it has no stage, a stage with `fit` already, or one
 /// that is already as small, and for an empty input (which codes nothing: its member stays
 /// the level's 24 bytes, and its tables are never touched).
 pub fn fitted(recipe: &Recipe, len: u64) -> Recipe {
+    let mut recipe = fitted_context(recipe, len);
     let Some(mix) = recipe.mix.filter(|m| m.fit == 0 && len > 0) else {
-        return recipe.clone();
+        return recipe;
     };
     let fitted = MixSpec {
         fit: fit_bits(len),
         ..mix
     };
     // `fit` only ever lowers sizes, and every size it lowers is counted in `bytes`.
-    if fitted.bytes() >= mix.bytes() {
-        return recipe.clone();
+    if fitted.bytes() < mix.bytes() {
+        recipe.mix = Some(fitted);
     }
-    Recipe {
-        mix: Some(fitted),
-        ..recipe.clone()
+    recipe
+}
+
+/// `recipe` with its fresh network's context tables at most [`context_bits`]`(len)` (a
+/// model file's sizes are the file's).
+fn fitted_context(recipe: &Recipe, len: u64) -> Recipe {
+    let mut recipe = recipe.clone();
+    if let Base::Fresh {
+        config: ModelConfig::Mamba1(c),
+        ..
+    } = &mut recipe.base
+        && c.ctx > context_bits(len)
+        && len > 0
+    {
+        c.ctx = context_bits(len);
     }
+    recipe
 }
 
 /// The recipe of one input of length `len` (when known): percent positions resolved with it
@@ -115,14 +150,46 @@ mod tests {
         assert_eq!(fitted(&level, 1 << 40), level);
         assert_eq!(fitted(&level, 0), level);
         assert_eq!(fitted(&level, 1).mix.unwrap().fit, 17);
-        // Without a stage, or with `fit` given, nothing changes.
+        // Without a stage, or with `fit` given, the stage stays as it is.
         let off = level.edit("mix:off", None).unwrap();
-        assert_eq!(fitted(&off, 5000), off);
+        assert_eq!(fitted(&off, 5000).mix, None);
         let given = level.edit("mix:fit=20", None).unwrap();
-        assert_eq!(fitted(&given, 5000), given);
+        assert_eq!(fitted(&given, 5000).mix, given.mix);
         // Unknown length, or sizes the user chose: the level's.
         assert_eq!(for_input(&level, None, true).unwrap(), level);
         assert_eq!(for_input(&level, Some(5000), false).unwrap(), level);
         assert_eq!(for_input(&level, Some(5000), true).unwrap(), small);
+    }
+
+    fn ctx_of(r: &Recipe) -> usize {
+        match r.config() {
+            ModelConfig::Mamba1(c) => c.ctx,
+            ModelConfig::Rwkv7(_) => 0,
+        }
+    }
+
+    #[test]
+    fn context_tables_shrink_for_small_inputs_and_never_grow() {
+        assert_eq!(context_bits(0), 10);
+        assert_eq!(context_bits(5000), 10);
+        assert_eq!(context_bits(40_000), 12);
+        assert_eq!(context_bits(1 << 17), 13);
+        assert_eq!(context_bits((1 << 17) + 1), 14);
+        assert_eq!(context_bits(u64::MAX), 14);
+        let level = levels::default_recipe(ModelKind::Mamba1);
+        assert_eq!(ctx_of(&level), 14);
+        let small = fitted(&level, 40_000);
+        assert_eq!(ctx_of(&small), 12);
+        assert!(small.to_text().contains(",ctx=12,"), "{small}");
+        assert!(small.config().param_count() < level.config().param_count());
+        assert_eq!(ctx_of(&fitted(&level, 1 << 30)), 14);
+        // A recipe with smaller tables, or none, keeps them.
+        let fewer = level.edit("cfg:ctx=11", None).unwrap();
+        assert_eq!(ctx_of(&fitted(&fewer, 1 << 30)), 11);
+        let none = level.edit("cfg:ctx=0", None).unwrap();
+        assert_eq!(ctx_of(&fitted(&none, 40_000)), 0);
+        // Even without a stage.
+        let off = level.edit("mix:off", None).unwrap();
+        assert_eq!(ctx_of(&fitted(&off, 40_000)), 12);
     }
 }

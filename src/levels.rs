@@ -14,7 +14,7 @@
 //! still decodes. Headers also carry the CRC32 of the recipe, so a build that forgets refuses
 //! old files instead of decoding them with another model.
 
-use crate::recipe::{Action, ModelConfig, ModelKind, Recipe, TrainSpec};
+use crate::recipe::{Action, Base, ModelConfig, ModelKind, Recipe, TrainSpec};
 
 /// The level used when none is given.
 pub const DEFAULT_LEVEL: u8 = 3;
@@ -82,18 +82,22 @@ macro_rules! train_fast_ends {
 /// Mamba-1 level convolves over the last 8 positions rather than the model's 4: with the
 /// stage, 0.65% fewer bytes over twelve files of eight kinds at the default (tables and
 /// binaries 0.1–7%, text and source within ±0.1%), at no measurable cost in time
-/// (docs/experiments.md, "Convolution width").
+/// (docs/experiments.md, "Convolution width"). Every Mamba-1 level reads context inputs (three
+/// hashed embeddings of 2^14 rows: the last two bytes, the last three, the word so far;
+/// src/model/context.rs): with the stage, 0.64% fewer bytes over five files of four kinds at
+/// the default and 0.79% at level 1, every file smaller, for about 5% more time
+/// (docs/experiments.md, 2026-12-03, "Context inputs").
 pub const LEVELS: [Level; MAX_LEVEL as usize] = [
     Level {
         mamba1: concat!(
-            "cfg:hidden=32,layers=1,state=8,conv=8 mix:table=18 ",
+            "cfg:hidden=32,layers=1,state=8,conv=8,ctx=14 mix:table=18 ",
             train!("0.002")
         ),
         rwkv7: concat!("cfg:hidden=64,layers=1 mix:table=18 ", train!("0.002")),
     },
     Level {
         mamba1: concat!(
-            "cfg:hidden=32,layers=1,state=8,conv=8 mix:table=20 ",
+            "cfg:hidden=32,layers=1,state=8,conv=8,ctx=14 mix:table=20 ",
             train!("0.002")
         ),
         rwkv7: concat!("cfg:hidden=64,layers=1 mix:table=20 ", train!("0.002")),
@@ -102,36 +106,51 @@ pub const LEVELS: [Level; MAX_LEVEL as usize] = [
     // larger levels' ratio on book1 and enwik6.
     Level {
         mamba1: concat!(
-            "cfg:hidden=64,layers=1,state=8,conv=8 mix: ",
+            "cfg:hidden=64,layers=1,state=8,conv=8,ctx=14 mix: ",
             train!("0.002")
         ),
         rwkv7: concat!("cfg:hidden=64,layers=1 mix: ", train!("0.002")),
     },
     Level {
         mamba1: concat!(
-            "cfg:hidden=96,layers=2,state=8,conv=8 mix: ",
+            "cfg:hidden=96,layers=2,state=8,conv=8,ctx=14 mix: ",
             train!("0.0014")
         ),
         rwkv7: concat!("cfg:hidden=128,layers=1 mix: ", train!("0.0014")),
     },
     Level {
-        mamba1: concat!("cfg:hidden=128,layers=2,conv=8 mix: ", train_fast_ends!()),
+        mamba1: concat!(
+            "cfg:hidden=128,layers=2,conv=8,ctx=14 mix: ",
+            train_fast_ends!()
+        ),
         rwkv7: concat!("cfg:hidden=128,layers=2 mix: ", train!("0.001")),
     },
     Level {
-        mamba1: concat!("cfg:hidden=128,layers=3,conv=8 mix: ", train_fast_ends!()),
+        mamba1: concat!(
+            "cfg:hidden=128,layers=3,conv=8,ctx=14 mix: ",
+            train_fast_ends!()
+        ),
         rwkv7: concat!("cfg:hidden=128,layers=3 mix: ", train!("0.001")),
     },
     Level {
-        mamba1: concat!("cfg:hidden=128,layers=4,conv=8 mix: ", train_fast_ends!()),
+        mamba1: concat!(
+            "cfg:hidden=128,layers=4,conv=8,ctx=14 mix: ",
+            train_fast_ends!()
+        ),
         rwkv7: concat!("cfg:hidden=128,layers=4 mix: ", train!("0.001")),
     },
     Level {
-        mamba1: concat!("cfg:hidden=128,layers=6,conv=8 mix: ", train_fast_ends!()),
+        mamba1: concat!(
+            "cfg:hidden=128,layers=6,conv=8,ctx=14 mix: ",
+            train_fast_ends!()
+        ),
         rwkv7: concat!("cfg:hidden=128,layers=6 mix: ", train!("0.001")),
     },
     Level {
-        mamba1: concat!("cfg:hidden=192,layers=4,conv=8 mix: ", train_fast_ends!()),
+        mamba1: concat!(
+            "cfg:hidden=192,layers=4,conv=8,ctx=14 mix: ",
+            train_fast_ends!()
+        ),
         rwkv7: concat!("cfg:hidden=192,layers=4 mix: ", train!("0.001")),
     },
 ];
@@ -149,9 +168,18 @@ pub fn recipe(kind: ModelKind, level: u8) -> Recipe {
 /// The recipe a level meant in files of numerics version `numerics`, which the header gives
 /// (`format::OLDEST_NUMERICS_VERSION` to `format::NUMERICS_VERSION`). In version 2 no level
 /// had the stage's recent bits, second sparse contexts and nesting contexts (`ext` 512, 1024
-/// and 2048); the rest of the table is the same.
+/// and 2048); up to version 3 no Mamba-1 level had context inputs (`ctx`); the rest of the
+/// table is the same.
 pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
     let mut recipe = table_recipe(kind, level);
+    if numerics <= 3
+        && let Base::Fresh {
+            config: ModelConfig::Mamba1(c),
+            ..
+        } = &mut recipe.base
+    {
+        c.ctx = 0;
+    }
     if numerics <= 2
         && let Some(mix) = recipe.mix.as_mut()
     {
@@ -209,12 +237,14 @@ mod tests {
     fn the_default_level_is_the_measured_default() {
         for kind in ModelKind::ALL {
             let r = recipe(kind, DEFAULT_LEVEL);
-            // One block 64 wide; Mamba-1 with half the SSM state and twice the convolution.
+            // One block 64 wide; Mamba-1 with half the SSM state, twice the convolution and
+            // context inputs.
             let mut config = ModelConfig::default_for(kind);
             config.set_size(Some(64), Some(1));
             if let ModelConfig::Mamba1(c) = &mut config {
                 c.state = 8;
                 c.conv = 8;
+                c.ctx = 14;
             }
             assert_eq!(*r.config(), config);
             // RMSprop-like Adam at 2e-3 with β2 warm-up and a decaying rate, over TBPTT

@@ -30,7 +30,7 @@ use crate::params::{Group, ParamSet, Slot};
 use crate::recipe::schedule::Schedule;
 use crate::recipe::{Action, Base, ModelConfig, Recipe, TrainSpec};
 use crate::resume;
-use crate::train::optim::{AdamSettings, Hyper, Optimizer, TouchedRows};
+use crate::train::optim::{AdamSettings, Hyper, Optimizer};
 use crate::train::tbptt::{self, Tbptt};
 use crate::train::{logit_gradient, softmax_pdf};
 
@@ -164,6 +164,9 @@ pub struct Predictor<N: Network> {
     /// The token whose forward step produced `pdf`.
     last_input: u8,
     trace: Option<N::Trace>,
+    /// The optimizer's flags of touched sparse rows ([`Network::sparse_rows`]), all false
+    /// between updates.
+    touched: Vec<bool>,
     segment: Option<Box<Tbptt<N>>>,
     grads: Vec<f32>,
     grad_logits: Vec<f32>,
@@ -194,6 +197,7 @@ impl<N: Network> Predictor<N> {
         let mut p = Predictor {
             state: net.new_state(),
             grads: params.zeros_like(),
+            touched: vec![false; net.sparse_rows()],
             net,
             params,
             bias,
@@ -400,15 +404,17 @@ impl<N: Network> Predictor<N> {
                     &mut self.grads,
                     None,
                 );
-                let mut touched: TouchedRows = [false; 256];
+                let touched = &mut self.touched;
                 touched[self.last_input as usize] = true;
+                self.net.mark_rows(trace, touched);
                 self.optimizer.step(
                     &mut self.params,
                     &mut self.grads,
                     &hyper(&spec),
                     spec.scope,
-                    &touched,
+                    touched,
                 );
+                touched.fill(false);
                 self.net.refresh(&self.params);
             }
             Prepared::Segment => {

@@ -100,10 +100,11 @@ fn a_small_file_gets_the_fit_key_and_standard_input_only_with_its_size() {
 }
 
 #[test]
-fn the_fit_key_costs_a_few_bytes_of_header() {
+fn the_fitted_sizes_cost_a_few_bytes_of_header() {
     let level = levels::default_recipe(ModelKind::Mamba1);
     let stored = lmzip::compact::store(&fitted(&level, 5000));
-    assert_eq!(stored.text(), "mix:fit=17");
+    // With the network's context tables sized for the input too.
+    assert_eq!(stored.text(), "cfg:ctx=10 mix:fit=17");
 }
 
 #[test]

@@ -12,7 +12,10 @@
 //!   are and edited, a frame stored as it is, and the empty input at every level of both
 //!   models (which pins what each level means). Each must decode to its input, with the level
 //!   as numerics version 2 meant it, and compressing it again must give the same frames.
-//! - `tests/golden/v2-n3/*.lmz` are the same files as this build (numerics version 3) writes
+//! - `tests/golden/v2-n3/*.lmz` are the same files as builds of numerics version 3 wrote them
+//!   (the levels before the network's context inputs): each must decode, and its frames be
+//!   recomputed, as for `v2/`.
+//! - `tests/golden/v2-n4/*.lmz` are the same files as this build (numerics version 4) writes
 //!   them: each must decode and be reproduced byte for byte.
 //!
 //! Changing these files is a numerics or format version decision (docs/determinism.md). If a
@@ -308,11 +311,14 @@ fn check_v2_golden(numerics: u8, whole: bool) {
     );
 }
 
-/// Files of numerics version 2 (the levels before the stage's recent bits and second sparse
-/// contexts) decode, and their frames are recomputed from the level as version 2 meant it.
+/// Files of the older numerics versions decode, and their frames are recomputed from the
+/// levels as each version meant them: 2 (before the stage's recent bits, second sparse and
+/// nesting contexts) and 3 (before the network's context inputs).
 #[test]
-fn version_2_golden_files_of_numerics_2_decode_and_their_frames_are_recomputed() {
-    check_v2_golden(format::OLDEST_NUMERICS_VERSION, false);
+fn version_2_golden_files_of_older_numerics_versions_decode_and_their_frames_are_recomputed() {
+    for numerics in format::OLDEST_NUMERICS_VERSION..format::NUMERICS_VERSION {
+        check_v2_golden(numerics, false);
+    }
 }
 
 #[test]

@@ -156,6 +156,7 @@ fn a_header_asking_for_huge_training_buffers_is_refused_before_allocating() {
         state: 256,
         conv: 64,
         dt_rank: 1,
+        ctx: 0,
     }));
     let long = TrainSpec {
         bptt: MAX_BPTT,
@@ -262,7 +263,7 @@ fn a_compact_header_that_lies_is_refused_before_allocating() {
 fn frame_lengths_allocate_no_more_than_their_bounds() {
     let _alone = alone();
     let recipe = lmzip::levels::default_recipe(ModelKind::Mamba1)
-        .edit("cfg:hidden=16,layers=1 mix:off", None)
+        .edit("cfg:hidden=16,layers=1,ctx=0 mix:off", None)
         .unwrap();
     let frame_bound = FRAME_MAX + 4 * max_words(FRAME_MAX);
     for (raw_len, words, needle) in [
@@ -386,6 +387,23 @@ fn a_header_with_a_huge_or_tiny_fit_is_refused_before_allocating() {
         format::write_header(&mut f, &StoredRecipe::Text(lying)).unwrap();
         format::write_end(&mut f, 0, 0).unwrap();
         refused_at_once(&f, "fit");
+    }
+}
+
+/// A header whose network size `ctx` is out of range (tables below 2^8 rows, or above 2^20,
+/// which could ask for gigabytes) is refused before anything is built.
+#[test]
+fn a_header_with_out_of_range_context_tables_is_refused_before_allocating() {
+    let _alone = alone();
+    let level = lmzip::levels::default_recipe(ModelKind::Mamba1);
+    let text = level.to_text();
+    assert!(text.contains(",ctx=14,"), "{text}");
+    for ctx in ["4294967295", "99", "21", "7", "1"] {
+        let lying = text.replace(",ctx=14,", &format!(",ctx={ctx},"));
+        let mut f = Vec::new();
+        format::write_header(&mut f, &StoredRecipe::Text(lying)).unwrap();
+        format::write_end(&mut f, 0, 0).unwrap();
+        refused_at_once(&f, "ctx");
     }
 }
 

@@ -77,6 +77,7 @@ fn mamba1_saved_model_loads_back_bit_identically() {
         state: 6,
         conv: 3,
         dt_rank: 5,
+        ctx: 0,
     };
     let (mut net, params) = Mamba1::new_random(cfg.clone(), 4).unwrap();
     let file = saved(&params);

@@ -29,6 +29,7 @@ fn config() -> impl Strategy<Value = ModelConfig> {
                     state,
                     conv,
                     dt_rank,
+                    ctx: 0,
                 })
             }),
         (

@@ -6,7 +6,7 @@ mod common;
 
 use common::{assert_round_trip, modes, random, samples, text, tiny_with};
 use lmzip::codec::compress_bytes;
-use lmzip::recipe::ModelKind;
+use lmzip::recipe::{ModelKind, Recipe};
 
 #[test]
 fn mamba1_round_trips_every_input_in_every_mode() {
@@ -23,6 +23,28 @@ fn rwkv7_round_trips_every_input_in_every_mode() {
         for (name, data) in samples() {
             assert_round_trip(&recipe, name, &data);
         }
+    }
+}
+
+/// Mamba-1 with context inputs (tables of 2^8 rows, so that the inputs collide in them) in
+/// every training mode, on every input, and under the switching schedule (a segment cut short,
+/// one-step updates, inference) with its state carried on.
+#[test]
+fn mamba1_with_context_inputs_round_trips_every_input_in_every_mode() {
+    let with_ctx = |r: &Recipe| r.edit("cfg:ctx=8", None).unwrap();
+    for recipe in modes(ModelKind::Mamba1).iter().map(with_ctx) {
+        assert!(recipe.to_text().contains(",ctx=8,"), "{recipe}");
+        let inputs = samples()
+            .into_iter()
+            .filter(|(name, _)| !name.starts_with("random"))
+            .chain([("random 8 KiB", random(8 * 1024, 0x5eed))]);
+        for (name, data) in inputs {
+            assert_round_trip(&recipe, name, &data);
+        }
+    }
+    for schedule in [SWITCHING, CARRY] {
+        let recipe = with_ctx(&tiny_with(ModelKind::Mamba1, schedule));
+        assert_round_trip(&recipe, "text", &text(4000));
     }
 }
 
@@ -120,7 +142,7 @@ fn golden_compressed_bytes() {
     // lane count (so every kernel's tail path is pinned too).
     let odd_mamba = lmzip::levels::default_recipe(ModelKind::Mamba1)
         .edit(
-            "cfg:hidden=20,layers=1,intermediate=44,state=5,conv=3,dt_rank=3 mix:off \
+            "cfg:hidden=20,layers=1,intermediate=44,state=5,conv=3,dt_rank=3,ctx=0 mix:off \
              0..:train(opt=adam,lr=0.003,bptt=8)",
             None,
         )
@@ -135,7 +157,11 @@ fn golden_compressed_bytes() {
     let got: Vec<(String, usize, String)> = modes(ModelKind::Mamba1)
         .iter()
         .chain(&modes(ModelKind::Rwkv7))
-        .chain([&odd_mamba, &odd_rwkv])
+        .chain([
+            &odd_mamba,
+            &odd_rwkv,
+            &odd_mamba.edit("cfg:ctx=8", None).unwrap(),
+        ])
         .map(|r| {
             let packed = common::as_version_1(r, &data);
             (common::mode_name(r), packed.len(), sha256_prefix(&packed))
@@ -170,6 +196,7 @@ const GOLDEN: &[(&str, usize, &str)] = &[
     ("rwkv7/adam/bptt8", 898, "2b949d4fdb3e152b"),
     ("mamba1/adam/bptt8", 1091, "f4e295a523d3d2fb"), // hidden 20, inner 44, state 5, conv 3, Δ-rank 3
     ("rwkv7/adam/bptt8", 862, "e98cddb7e83bc1c6"),   // 2 blocks, FFN 100, ranks 5/6/7/9
+    ("mamba1/adam/bptt8", 817, "878fc263f6ab7757"),  // the same with context inputs (ctx 8)
 ];
 
 /// A schedule that switches between inference, one-step and TBPTT training (with a segment cut

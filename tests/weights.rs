@@ -400,6 +400,7 @@ fn small_mamba() -> (mamba1::Config, ParamSet) {
         state: 4,
         conv: 3,
         dt_rank: 3,
+        ctx: 0,
     };
     let (_, params) = Mamba1::new_random(cfg.clone(), 11).unwrap();
     (cfg, params)

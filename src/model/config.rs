@@ -151,6 +151,33 @@ impl ModelConfig {
         }
     }
 
+    /// The sizes a recipe states: [`ModelConfig::keys`] less those at their implicit value,
+    /// which a recipe leaves out so that it reads (and hashes) as before they existed.
+    pub fn stated_keys(&self) -> Vec<(&'static str, usize)> {
+        fn stated<C>(table: &[SizeKey<C>], c: &C) -> Vec<(&'static str, usize)> {
+            let keys = table.iter().map(|k| (k, (k.get)(c)));
+            keys.filter(|(k, v)| k.implicit != Some(*v))
+                .map(|(k, v)| (k.name, v))
+                .collect()
+        }
+        match self {
+            ModelConfig::Mamba1(c) => stated(&MAMBA1_SIZES, c),
+            ModelConfig::Rwkv7(c) => stated(&RWKV7_SIZES, c),
+        }
+    }
+
+    /// The sizes a complete recipe must give (those without an implicit value).
+    pub fn required_key_names(kind: ModelKind) -> Vec<&'static str> {
+        fn required<C>(table: &[SizeKey<C>]) -> Vec<&'static str> {
+            let keys = table.iter().filter(|k| k.implicit.is_none());
+            keys.map(|k| k.name).collect()
+        }
+        match kind {
+            ModelKind::Mamba1 => required(&MAMBA1_SIZES),
+            ModelKind::Rwkv7 => required(&RWKV7_SIZES),
+        }
+    }
+
     /// The size keys of a model kind, in canonical order.
     pub fn key_names(kind: ModelKind) -> Vec<&'static str> {
         match kind {
@@ -175,8 +202,10 @@ impl ModelConfig {
     /// recipe name, with the message. [`ModelConfig::validate`] checks them first, and the
     /// recipe parser points at the size's value with it.
     pub fn check_sizes(&self) -> Result<(), (&'static str, String)> {
+        let required = Self::required_key_names(self.kind());
         for (key, v) in self.keys() {
-            if !(1..=MAX_DIM).contains(&v) {
+            // A size with an implicit value has bounds of its own (the model's `validate`).
+            if required.contains(&key) && !(1..=MAX_DIM).contains(&v) {
                 let kind = self.kind().name();
                 let message = format!("{kind} {key} = {v} is out of range (1..={MAX_DIM})");
                 return Err((key, message));
@@ -207,28 +236,36 @@ impl ModelConfig {
 /// tables below give the recipe's keys, their canonical order and where each is stored.
 struct SizeKey<C> {
     name: &'static str,
+    /// The value a recipe means when it leaves the key out (a size added after recipes were
+    /// first stored: older headers do not name it); `None` for a size every recipe gives.
+    implicit: Option<usize>,
     get: fn(&C) -> usize,
     set: fn(&mut C, usize),
 }
 
 /// The [`SizeKey`]s of a config: each `"name" => field` reads and writes that field.
 macro_rules! size_keys {
-    ($($name:literal => $field:ident),* $(,)?) => {
+    ($($name:literal => $field:ident $(= $implicit:literal)?),* $(,)?) => {
         [$(SizeKey {
             name: $name,
+            implicit: size_keys!(@implicit $($implicit)?),
             get: |c| c.$field,
             set: |c, v| c.$field = v,
         }),*]
     };
+    (@implicit) => { None };
+    (@implicit $v:literal) => { Some($v) };
 }
 
-static MAMBA1_SIZES: [SizeKey<mamba1::Config>; 6] = size_keys![
+static MAMBA1_SIZES: [SizeKey<mamba1::Config>; 7] = size_keys![
     "hidden" => hidden,
     "layers" => layers,
     "intermediate" => inner,
     "state" => state,
     "conv" => conv,
     "dt_rank" => dt_rank,
+    // Context inputs (src/model/context.rs): none unless a recipe names them.
+    "ctx" => ctx = 0,
 ];
 
 static RWKV7_SIZES: [SizeKey<rwkv7::Config>; 7] = size_keys![

@@ -24,6 +24,7 @@ macro_rules! training_groups {
 }
 
 pub mod config;
+pub mod context;
 #[cfg(test)]
 pub mod gradcheck;
 pub mod layers;
@@ -149,6 +150,17 @@ pub trait Network {
 
     /// Recomputes caches derived from the parameters after they changed.
     fn refresh(&mut self, params: &ParamSet);
+
+    /// Rows of the sparse (embedding) tensors, in the order they were registered: the length
+    /// of the optimizer's row flags ([`crate::train::optim::TouchedRows`]). The byte
+    /// embedding's [`VOCAB`] rows come first.
+    fn sparse_rows(&self) -> usize {
+        VOCAB
+    }
+
+    /// Flags the rows of sparse tensors after the byte embedding that a traced step's gradient
+    /// touches (the byte embedding's row is the token's, which the caller flags).
+    fn mark_rows(&self, _trace: &Self::Trace, _touched: &mut [bool]) {}
 
     /// The recurrent state as named tensors (name, shape, values), for model files that resume
     /// a stream. [`Network::state_tensors_mut`] gives the same tensors in the same order.

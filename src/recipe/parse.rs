@@ -331,7 +331,7 @@ impl<'a> Parser<'a> {
         sizes: &Sizes,
         loc: Loc,
     ) -> Result<ModelConfig, RecipeError> {
-        let missing: Vec<&str> = ModelConfig::key_names(kind)
+        let missing: Vec<&str> = ModelConfig::required_key_names(kind)
             .into_iter()
             .filter(|n| !sizes.iter().any(|s| s.0 == *n))
             .collect();

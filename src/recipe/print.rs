@@ -40,7 +40,7 @@ fn print_base(base: &Base) -> String {
 
 fn print_sizes(config: &ModelConfig) -> String {
     let pairs: Vec<String> = config
-        .keys()
+        .stated_keys()
         .iter()
         .map(|(k, v)| format!("{k}={v}"))
         .collect();

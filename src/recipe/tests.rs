@@ -74,7 +74,7 @@ fn canonical_text_of_a_level_recipe() {
     let r = mamba();
     assert_eq!(
         r.to_text(),
-        "mamba1 cfg:hidden=128,layers=3,intermediate=256,state=16,conv=8,dt_rank=8,seed=0 \
+        "mamba1 cfg:hidden=128,layers=3,intermediate=256,state=16,conv=8,dt_rank=8,ctx=14,seed=0 \
          mix:orders=6,word=1,sparse=1,match=22,sse=1,table=22,rate=3,conf=1,pword=1,select=1,record=2,ext=4095 \
          0..:train(scope=all,opt=adam,lr=0.0007,stride=16,bptt=16,clip=0,state=carry,b1=0,b2=0.9995,\
          eps=1e-6,b2warm=1,decay=0.0004,floor=0.3,bptt0=4,lrmul=embed*4+head*4+bias*4,\
@@ -98,7 +98,7 @@ fn fragments_edit_the_template() {
     assert_eq!((c.hidden, c.inner, c.layers), (32, 64, 3));
     assert_eq!(
         r.to_text(),
-        "mamba1 cfg:hidden=32,layers=3,intermediate=64,state=16,conv=8,dt_rank=8,seed=9 \
+        "mamba1 cfg:hidden=32,layers=3,intermediate=64,state=16,conv=8,dt_rank=8,ctx=14,seed=9 \
          0..64K:train(scope=all,opt=sgd,lr=0.05,stride=1,bptt=1,clip=0) 64K..90%:infer \
          90%..:repeat(1K:train(scope=head+bias,opt=adam,lr=0.002,stride=16,bptt=8,clip=0),\
          3K:infer)"

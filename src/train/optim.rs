@@ -123,8 +123,10 @@ pub const TINY_GRAD: f32 = 1e-17;
 /// (`β · m`) never reaches the subnormal range.
 pub const TINY_MOMENT: f32 = 1e-30;
 
-/// Which rows of the sparse (embedding) tensors the gradient touches: one flag per byte value.
-pub type TouchedRows = [bool; 256];
+/// Which rows of the sparse (embedding) tensors the gradient touches: one flag per row of
+/// every sparse tensor, the tensors' rows end to end in the order they were registered (the
+/// byte embedding's 256 first; [`crate::model::Network::sparse_rows`]).
+pub type TouchedRows = [bool];
 
 /// The settings of one step, from the training rule in force.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -252,7 +254,16 @@ impl Optimizer {
                 tiny_moment: TINY_MOMENT,
             });
         }
+        let mut first_row = 0;
         for t in &params.tensors {
+            // This tensor's row flags, if it has sparse rows.
+            let flags = if t.sparse_rows {
+                let rows = t.shape[0];
+                first_row += rows;
+                touched.get(first_row - rows..first_row).unwrap_or(&[])
+            } else {
+                &[]
+            };
             // Backward writes no gradient outside the scope, so those tensors are left alone.
             if !scope.has(t.group) {
                 continue;
@@ -263,7 +274,7 @@ impl Optimizer {
                 lr: hyper.lrmul.scale(c.lr, t.group),
                 ..c
             });
-            for range in row_ranges(t, touched) {
+            for range in row_ranges(t, flags) {
                 let (p, g) = (&mut params.data[range.clone()], &mut grads[range.clone()]);
                 clip_in_place(g, hyper.clip);
                 match &coefs {
@@ -278,10 +289,11 @@ impl Optimizer {
     }
 }
 
-/// The index ranges of a tensor that a step updates: all of it, or the touched rows.
+/// The index ranges of a tensor that a step updates: all of it, or the touched rows (`touched`
+/// holds the flags of its own rows).
 fn row_ranges<'a>(
     t: &'a TensorInfo,
-    touched: &'a TouchedRows,
+    touched: &'a [bool],
 ) -> impl Iterator<Item = std::ops::Range<usize>> + 'a {
     let (rows, cols) = if t.sparse_rows {
         (t.shape[0], t.slot.len / t.shape[0].max(1))
@@ -320,6 +332,23 @@ mod tests {
         p.get_mut(w).fill(1.0);
         let g = vec![0.5; p.len()];
         (p, g)
+    }
+
+    /// The row flags run over every sparse tensor in turn, whatever dense tensors lie between.
+    #[test]
+    fn each_sparse_tensor_reads_its_own_row_flags() {
+        let mut p = ParamSet::new();
+        let a = p.add_sparse_rows("a", &[3, 1], 0);
+        let w = p.add("w", &[2], 0);
+        let b = p.add_sparse_rows("b", &[4, 1], 0);
+        let mut g = vec![1.0; p.len()];
+        let sgd = Hyper::plain(OptimizerKind::Sgd, 1.0, 0.0);
+        // Row 1 of `a`, rows 0 and 3 of `b`.
+        let touched = [false, true, false, true, false, false, true];
+        Optimizer::new().step(&mut p, &mut g, &sgd, Scope::ALL, &touched);
+        assert_eq!(p.get(a), [0.0, 1.0, 0.0]);
+        assert_eq!(p.get(w), [1.0, 1.0]);
+        assert_eq!(p.get(b), [1.0, 0.0, 0.0, 1.0]);
     }
 
     #[test]

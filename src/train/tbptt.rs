@@ -28,7 +28,7 @@ use anyhow::{Result, bail};
 use crate::model::{Network, VOCAB};
 use crate::params::{ParamSet, Scope, Slot};
 use crate::train::logit_gradient;
-use crate::train::optim::{Hyper, Optimizer, TouchedRows};
+use crate::train::optim::{Hyper, Optimizer};
 
 /// Chunk length of TBPTT replays: traces of this many bytes are kept at once.
 pub const CHUNK: usize = 64;
@@ -108,6 +108,8 @@ pub struct Tbptt<N: Network> {
     carry: N::Carry,
     /// The gradient at the logits of each byte of the current chunk (`chunk × 256`).
     grad_logits: Vec<f32>,
+    /// Flags of the sparse rows the segment's gradient touches ([`Network::sparse_rows`]).
+    touched: Vec<bool>,
 }
 
 impl<N: Network> Tbptt<N> {
@@ -125,6 +127,7 @@ impl<N: Network> Tbptt<N> {
             traces: (0..chunk).map(|_| net.new_trace()).collect(),
             carry: net.new_carry(),
             grad_logits: vec![0.0; chunk * VOCAB],
+            touched: vec![false; net.sparse_rows()],
         }
     }
 
@@ -228,6 +231,9 @@ impl<N: Network> Tbptt<N> {
                 }
             }
             let steps = hi - lo;
+            for tr in &self.traces[..steps] {
+                net.mark_rows(tr, &mut self.touched);
+            }
             for j in (lo..hi).rev() {
                 let probs = &self.probs[j * VOCAB..(j + 1) * VOCAB];
                 let g = &mut self.grad_logits[(j - lo) * VOCAB..(j - lo + 1) * VOCAB];
@@ -246,11 +252,11 @@ impl<N: Network> Tbptt<N> {
                 &mut self.carry,
             );
         }
-        let mut touched: TouchedRows = [false; 256];
         for &t in &self.inputs {
-            touched[t as usize] = true;
+            self.touched[t as usize] = true;
         }
-        optimizer.step(params, grads, hyper, scope, &touched);
+        optimizer.step(params, grads, hyper, scope, &self.touched);
+        self.touched.fill(false);
         net.refresh(params);
 
         if live == LiveState::Rebuild {
@@ -281,6 +287,7 @@ mod tests {
             state: 4,
             conv: 3,
             dt_rank: 4,
+            ctx: 0,
         };
         Mamba1::new_random(cfg, 5).unwrap()
     }

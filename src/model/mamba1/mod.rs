@@ -7,8 +7,11 @@
 //! - `S` = SSM state size per inner channel
 //! - `K` = depthwise convolution width
 //! - `R` = rank of the step-size (Δ) projection
+//! - `C` = rows of the context embeddings (3 tables of 2^ctx rows; none when `ctx` = 0)
 //!
 //! One block: `h += out_proj( ssm( silu(conv(x)) ) · silu(z) )` with `[x; z] = in_proj(rms(h))`.
+//! The residual stream starts as the byte's embedding, plus with `ctx` the rows of its three
+//! hashed contexts (src/model/context.rs).
 //! Weight names are the native safetensors keys (`model.layers.N.mixer.*`). The convolution's
 //! tap 0 multiplies the newest input (native layout).
 
@@ -22,6 +25,7 @@ use anyhow::Result;
 
 use self::block::{Block, BlockActs, BlockGrads, Seg, StepGrads, block_acts, step_grads};
 use crate::kernels;
+use crate::model::context::{self, ContextInputs};
 use crate::model::layers::{Linear, MAX_STEPS, rms_norm, rms_norm_backward_steps};
 use crate::model::layout::{Blocks, Layout, carve, carve_mut, register};
 use crate::model::{Build, Layouts, Network, VOCAB};
@@ -57,6 +61,8 @@ pub struct Config {
     pub conv: usize,
     /// `R`
     pub dt_rank: usize,
+    /// Log2 rows of each context embedding table; 0 for none (the model's own layout).
+    pub ctx: usize,
 }
 
 impl Default for Config {
@@ -70,6 +76,7 @@ impl Default for Config {
             state: 16,
             conv: 4,
             dt_rank: 8,
+            ctx: 0,
         }
     }
 }
@@ -90,6 +97,14 @@ impl Config {
                     crate::model::MAX_DIM
                 );
             }
+        }
+        if self.ctx != 0 && !(context::MIN_BITS..=context::MAX_BITS).contains(&self.ctx) {
+            anyhow::bail!(
+                "mamba1 ctx = {} is out of range (0, or {}..={})",
+                self.ctx,
+                context::MIN_BITS,
+                context::MAX_BITS
+            );
         }
         if self.layers > 64 || self.conv > 64 || self.state > 256 {
             anyhow::bail!("mamba1 config is too large (at most 64 layers, conv 64, state 256)");
@@ -121,6 +136,17 @@ impl Config {
             state: file.dim(&format!("{m}.A_log"), 2, 1)?,
             conv: file.dim(&format!("{m}.conv1d.weight"), 3, 2)?,
             dt_rank: file.dim(&format!("{m}.dt_proj.weight"), 2, 1)?,
+            ctx: match file.tensor_shape(CONTEXT_EMBED).is_some() {
+                true => {
+                    let rows = file.dim(CONTEXT_EMBED, 2, 0)?;
+                    let per_table = rows / context::TABLES;
+                    if per_table * context::TABLES != rows || !per_table.is_power_of_two() {
+                        anyhow::bail!("model file's {CONTEXT_EMBED} has {rows} rows");
+                    }
+                    per_table.trailing_zeros() as usize
+                }
+                false => 0,
+            },
         };
         cfg.validate()?;
         Ok(cfg)
@@ -138,7 +164,13 @@ impl Config {
             + i * s
             + i
             + (h * i + h);
-        2 * VOCAB * h + h + self.layers * layer
+        let context = self.context().map_or(0, |c| c.rows() * h);
+        2 * VOCAB * h + context + h + self.layers * layer
+    }
+
+    /// The context inputs the size `ctx` asks for.
+    pub fn context(&self) -> Option<ContextInputs> {
+        ContextInputs::new(self.ctx)
     }
 
     /// Floats of one state (and of its gradient): per layer the convolution window and the
@@ -182,15 +214,24 @@ pub(super) struct LayerSlots {
 
 struct Slots {
     embed: Slot,        // [V, H]
+    context: Slot,      // [C, H], empty without context inputs
     final_norm_w: Slot, // [H]
     lm_head: Linear,    // [V, H], no bias
     layers: Vec<LayerSlots>,
 }
 
+/// Name of the context embeddings (lmzip's own tensor: the model family has none).
+const CONTEXT_EMBED: &str = "model.context_embeddings.weight";
+
 /// Registers every tensor, in the order (and with the names) of model files.
 fn register_params(cfg: &Config, p: &mut ParamSet) -> Slots {
     let (h, i, s, k, r) = (cfg.hidden, cfg.inner, cfg.state, cfg.conv, cfg.dt_rank);
     let embed = p.add_sparse_rows("model.embeddings.weight", &[VOCAB, h], EMBED);
+    // Sparse rows after the byte embedding's (the order of the optimizer's row flags).
+    let context = match cfg.context() {
+        Some(c) => p.add_sparse_rows(CONTEXT_EMBED, &[c.rows(), h], EMBED),
+        None => Slot { offset: 0, len: 0 },
+    };
     let final_norm_w = p.add("model.norm.weight", &[h], LAYER_NORM);
     let lm_head = Linear::register(p, "lm_head", (VOCAB, h), false, HEAD);
     let layers = (0..cfg.layers)
@@ -217,6 +258,7 @@ fn register_params(cfg: &Config, p: &mut ParamSet) -> Slots {
         .collect();
     Slots {
         embed,
+        context,
         final_norm_w,
         lm_head,
         layers,
@@ -228,6 +270,8 @@ fn register_params(cfg: &Config, p: &mut ParamSet) -> Slots {
 fn init_random(slots: &Slots, p: &mut ParamSet, seed: u64) {
     let mut rng = InitRng::new(seed);
     rng.fill_uniform(p.get_mut(slots.embed), 0.02);
+    // The context embeddings start at zero and draw nothing from the generator: the network
+    // starts as the one without them, with the same seeded weights.
     p.get_mut(slots.final_norm_w).fill(1.0);
     rng.fill_uniform(p.get_mut(slots.lm_head.w), 0.02);
     for l in &slots.layers {
@@ -275,6 +319,8 @@ fn layer_state<T>(cfg: &Config, add: &mut impl FnMut(&str, &[usize]) -> T) -> La
 struct StepTrace<T> {
     /// The input byte, as a float `[1]`.
     token: T,
+    /// The rows of its contexts, as floats `[3]` (`[0]` without context inputs).
+    context_rows: T,
     /// Residual stream after the last block `[H]`.
     h_final: T,
     /// Final norm: the LM head's input `[H]`.
@@ -284,6 +330,10 @@ struct StepTrace<T> {
 fn step_trace<T>(cfg: &Config, add: &mut impl FnMut(&str, &[usize]) -> T) -> StepTrace<T> {
     StepTrace {
         token: add("token", &[1]),
+        context_rows: add(
+            "context_rows",
+            &[cfg.context().map_or(0, |_| context::TABLES)],
+        ),
         h_final: add("h_final", &[cfg.hidden]),
         norm_f: add("norm_f", &[cfg.hidden]),
     }
@@ -293,7 +343,12 @@ impl Config {
     fn state_blocks(&self) -> Blocks {
         Blocks::new(
             self.layers,
-            |_| {},
+            // The bytes and word before the input that the context inputs hash.
+            |layout| {
+                if self.context().is_some() {
+                    layout.add("context_history", &[context::HISTORY]);
+                }
+            },
             |layout, prefix, _| {
                 layer_state(self, &mut register(layout, prefix));
             },
@@ -353,6 +408,7 @@ struct Model {
     trace_layout: Blocks,
     /// A = −exp(A_log) per layer, refreshed whenever the parameters change.
     a: Vec<Vec<f32>>,
+    context: Option<ContextInputs>,
 }
 
 /// What the steps write besides states, traces and gradients.
@@ -396,6 +452,7 @@ impl Mamba1 {
             a: vec![vec![0.0; cfg.inner * cfg.state]; cfg.layers],
             state_layout: cfg.state_blocks(),
             trace_layout,
+            context: cfg.context(),
             cfg,
             slots,
         };
@@ -432,9 +489,15 @@ impl Mamba1 {
         let tr = trace.unwrap_or(&mut b.scratch);
         let (top, layers) = tr.split_at_mut(m.trace_layout.top);
         let top = step_trace(&m.cfg, &mut carve_mut(top));
-        // 1. h = embed[token]
+        // 1. h = embed[token] (+ Σ context[row] over the token's contexts)
         b.h.copy_from_slice(params.get(m.slots.embed.row(token as usize, m.cfg.hidden)));
         top.token[0] = token as f32;
+        if let Some(rows) = m.context_rows(state, token) {
+            for (slot, &row) in top.context_rows.iter_mut().zip(&rows) {
+                *slot = row as f32;
+                kernels::add_assign(&mut b.h, params.get(m.slots.context.row(row, m.cfg.hidden)));
+            }
+        }
         // 2–10. the blocks, each h += block(h)
         for l in 0..m.cfg.layers {
             let range = m.trace_layout.after_top(l);
@@ -463,10 +526,14 @@ impl Mamba1 {
         for part in tokens.chunks(MAX_STEPS) {
             let (n, v) = (part.len(), replay_bufs(&m.cfg, &mut carve_mut(&mut buf)));
             let ReplayBufs { h, out, mut acts } = v;
-            // 1. h = embed[token]
+            // 1. h = embed[token] (+ Σ context[row] over the token's contexts)
             for (t, &token) in part.iter().enumerate() {
                 let row = params.get(m.slots.embed.row(token as usize, hid));
-                h[t * hid..(t + 1) * hid].copy_from_slice(row);
+                let h_t = &mut h[t * hid..(t + 1) * hid];
+                h_t.copy_from_slice(row);
+                for row in m.context_rows(state, token).into_iter().flatten() {
+                    kernels::add_assign(h_t, params.get(m.slots.context.row(row, hid)));
+                }
             }
             // 2–10. the blocks over the steps
             for l in 0..m.cfg.layers {
@@ -499,6 +566,13 @@ impl Mamba1 {
 }
 
 impl Model {
+    /// With context inputs, the rows of `token`'s contexts, read from and advancing the
+    /// history in `state`.
+    fn context_rows(&self, state: &mut [f32], token: u8) -> Option<[usize; context::TABLES]> {
+        let history = &mut state[..self.state_layout.top];
+        self.context.map(|c| c.rows_of(history, token))
+    }
+
     fn block(&self, l: usize) -> Block<'_> {
         Block {
             cfg: &self.cfg,
@@ -562,12 +636,17 @@ impl Model {
             };
             block::backward(&self.block(l), params, &seg, g, out);
         }
-        // 1. h = embed[token]
+        // 1. h = embed[token] + Σ context[row]
         if scope.has(EMBED) {
             for (t, tr) in traces.iter().enumerate().rev() {
-                let token = self.step_trace(tr).token[0] as usize;
-                let row = self.slots.embed.row(token, hid);
-                kernels::add_assign(row.of_mut(grads), &g.h[t * hid..(t + 1) * hid]);
+                let top = self.step_trace(tr);
+                let g_h = &g.h[t * hid..(t + 1) * hid];
+                let row = self.slots.embed.row(top.token[0] as usize, hid);
+                kernels::add_assign(row.of_mut(grads), g_h);
+                for &row in top.context_rows {
+                    let row = self.slots.context.row(row as usize, hid);
+                    kernels::add_assign(row.of_mut(grads), g_h);
+                }
             }
         }
     }
@@ -649,6 +728,16 @@ impl Network for Mamba1 {
 
     fn advance(&mut self, params: &ParamSet, state: &mut Vec<f32>, token: u8) {
         self.step(params, state, token, None, false);
+    }
+
+    fn sparse_rows(&self) -> usize {
+        VOCAB + self.model.context.map_or(0, |c| c.rows())
+    }
+
+    fn mark_rows(&self, trace: &Vec<f32>, touched: &mut [bool]) {
+        for &row in self.model.step_trace(trace).context_rows {
+            touched[VOCAB + row as usize] = true;
+        }
     }
 
     fn backward(

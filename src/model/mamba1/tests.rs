@@ -11,13 +11,23 @@ fn small() -> Config {
         state: 4,
         conv: 3,
         dt_rank: 4,
+        ctx: 0,
     }
+}
+
+/// `small()` reading context inputs too (three tables of 256 rows).
+fn small_ctx() -> Config {
+    Config { ctx: 8, ..small() }
 }
 
 /// A small network whose weights are pushed away from their tidy initial values, so that
 /// every gradient is clearly non-zero and a wrong term shows.
 fn busy_net() -> (Mamba1, ParamSet) {
-    let (mut net, mut params) = Mamba1::new_random(small(), 7).unwrap();
+    busy(small())
+}
+
+fn busy(cfg: Config) -> (Mamba1, ParamSet) {
+    let (mut net, mut params) = Mamba1::new_random(cfg, 7).unwrap();
     let mut rng = InitRng::new(99);
     for t in &params.tensors {
         // Projections large enough that the SSM input, B, C and Δ are of order one.
@@ -66,8 +76,9 @@ fn registry_state_and_trace_match_their_size_formulas() {
         state: 2,
         conv: 5,
         dt_rank: 3,
+        ctx: 0,
     };
-    for cfg in [Config::default(), small(), odd] {
+    for cfg in [Config::default(), small(), odd, small_ctx()] {
         let (net, params) = Mamba1::new_random(cfg.clone(), 1).unwrap();
         assert_eq!(params.len(), cfg.param_count(), "{cfg:?}");
         assert_eq!(net.new_state().len(), cfg.state_floats(), "{cfg:?}");
@@ -75,9 +86,17 @@ fn registry_state_and_trace_match_their_size_formulas() {
         // Per block: conv window, SSM state; per byte, the SSM's three [I, S] tensors
         // and the block's vectors, plus the token and two [H] vectors.
         let (h, i, s, k, r) = (cfg.hidden, cfg.inner, cfg.state, cfg.conv, cfg.dt_rank);
-        assert_eq!(cfg.state_floats(), cfg.layers * (i * (k - 1) + i * s));
+        // With context inputs, the history in the state and the rows in the trace.
+        let (history, rows) = match cfg.ctx {
+            0 => (0, 0),
+            _ => (context::HISTORY, context::TABLES),
+        };
+        assert_eq!(
+            cfg.state_floats(),
+            history + cfg.layers * (i * (k - 1) + i * s)
+        );
         let layer = 2 * h + 11 * i + i * (k - 1) + (r + 2 * s) + 3 * i * s;
-        assert_eq!(cfg.trace_floats(), cfg.layers * layer + 2 * h + 1);
+        assert_eq!(cfg.trace_floats(), cfg.layers * layer + 2 * h + 1 + rows);
     }
 }
 
@@ -160,6 +179,59 @@ fn probes(token: u8) -> Vec<(String, usize)> {
     v
 }
 
+/// Probes of the context embeddings: one entry of each row that `steps`' last input reads.
+fn context_probes(steps: &[(u8, u8)]) -> Vec<(String, usize)> {
+    let inputs = small_ctx().context().unwrap();
+    let mut history = [0.0; context::HISTORY];
+    let mut rows = [0; context::TABLES];
+    for &(token, _) in steps {
+        rows = inputs.rows_of(&mut history, token);
+    }
+    let name = CONTEXT_EMBED.to_string();
+    rows.iter().map(|&r| (name.clone(), r * 16 + 3)).collect()
+}
+
+#[test]
+fn context_inputs_start_as_the_network_without_them() {
+    let (mut plain, p0) = Mamba1::new_random(small(), 3).unwrap();
+    let (mut ctx, p1) = Mamba1::new_random(small_ctx(), 3).unwrap();
+    let (mut s0, mut s1) = (plain.new_state(), ctx.new_state());
+    for &t in b"zero rows add nothing" {
+        let a = logits_bits(&mut plain, &p0, &mut s0, t, None);
+        let b = logits_bits(&mut ctx, &p1, &mut s1, t, None);
+        assert_eq!(a, b);
+    }
+}
+
+#[test]
+fn context_gradients_match_finite_differences() {
+    let (mut net, params) = busy(small_ctx());
+    let start = net.new_state();
+    let steps = [(b'x', b'y'), (b'y', b'z'), (b'z', b'x'), (b'x', b'y')];
+    let analytic = gradcheck::segment_grads(&mut net, &params, &start, &steps);
+    let mut all = probes(b'x');
+    all.extend(context_probes(&steps));
+    for (name, index) in all {
+        check_probe(&mut net, &params, &analytic, &name, index, |n, p| {
+            gradcheck::segment_loss(n, p, &start, &steps)
+        });
+    }
+    // One step, from a state whose history is not zero.
+    let mut start = net.new_state();
+    for &t in b"ab" {
+        net.forward(&params, &mut start, t, None);
+    }
+    let step = (b'c', b'd');
+    let analytic = gradcheck::one_step_grads(&mut net, &params, &start, step);
+    let probes = context_probes(&[(b'a', 0), (b'b', 0), step]);
+    gradcheck::assert_nonzero(&analytic, &params, CONTEXT_EMBED);
+    for (name, index) in probes {
+        check_probe(&mut net, &params, &analytic, &name, index, |n, p| {
+            gradcheck::segment_loss(n, p, &start, &[step])
+        });
+    }
+}
+
 #[test]
 fn one_step_gradients_match_finite_differences() {
     let (mut net, params) = busy_net();
@@ -221,6 +293,8 @@ fn backward_over_steps_equals_step_by_step() {
     ];
     let text = b"layer by layer, the same bits";
     gradcheck::assert_backward_steps_equal(&mut net, &params, (text, 3, 7), &scopes);
+    let (mut net, params) = busy(small_ctx());
+    gradcheck::assert_backward_steps_equal(&mut net, &params, (text, 3, 7), &scopes);
 }
 
 /// Replaying known bytes layer by layer leaves the state bit for bit where byte-by-byte
@@ -229,5 +303,7 @@ fn backward_over_steps_equals_step_by_step() {
 fn replay_over_steps_equals_byte_by_byte() {
     let (mut net, params) = busy_net();
     let text: Vec<u8> = (0..150u32).map(|i| (i * 37 % 251) as u8).collect();
+    gradcheck::assert_replay_equals_advance(&mut net, &params, &text, &[1, 7, 64, 65, 150]);
+    let (mut net, params) = busy(small_ctx());
     gradcheck::assert_replay_equals_advance(&mut net, &params, &text, &[1, 7, 64, 65, 150]);
 }
