@@ -127,10 +127,8 @@ fn wkv_step_forward(
         row_mut(t.k, s, c),
         row_mut(t.b, s, c),
     );
-    // 12. per head, sa = S·kk,  S' = S·diag(w) − sa·bᵀ + v·kᵀ,  y = S'·r
-    if traced {
-        row_mut(t.wkv_prev, s, wkv.len()).copy_from_slice(wkv);
-    }
+    // 12. per head, sa = S·kk,  S' = S·diag(w) − sa·bᵀ + v·kᵀ,  y = S'·r  (the state before
+    //     the step kept in the trace when traced)
     let wkv_in = WkvInputs {
         w: row(t.w, s, c),
         b: row(t.b, s, c),
@@ -139,7 +137,9 @@ fn wkv_step_forward(
         r: row(t.r, s, c),
         kk: row(t.kk, s, c),
     };
-    wkv_forward(wkv, &wkv_in, row_mut(t.sa, s, c), row_mut(t.y_wkv, s, c));
+    let prev = traced.then(|| row_mut(t.wkv_prev, s, wkv.len()));
+    let out = (row_mut(t.sa, s, c), row_mut(t.y_wkv, s, c));
+    wkv_forward(wkv, &wkv_in, out, prev);
 }
 
 /// Steps 13–15 of step `s`: `y = GroupNorm(y_wkv) + (Σ_head r ⊙ k ⊙ r_k) · v` (a LayerNorm per
@@ -258,17 +258,9 @@ fn wkv_steps_backward(seg: &Seg, g: GradsMut, mut carry: Option<&mut [f32]>) {
             r: row_mut(g.r, t, c),
             kk: row_mut(g.kk, t, c),
         };
-        let scratch = (&mut *g.s_row, &mut *g.s_new);
         let (x, g_y) = (wkv_inputs(&tr), row(g.y_wkv, t, c));
-        wkv_backward(
-            tr.wkv_prev,
-            &x,
-            tr.sa,
-            g_y,
-            g_wkv,
-            carry.as_deref_mut(),
-            scratch,
-        );
+        let step = (tr.wkv_prev, tr.sa, g_y);
+        wkv_backward(step, &x, g_wkv, carry.as_deref_mut(), g.s_rows);
     }
 }
 
@@ -546,7 +538,7 @@ impl<'a> Seg<'a> {
 }
 
 /// Gradient buffers of a backward over up to `n` steps (all dL/d of the named forward value),
-/// each `[n, ·]` but the scratch of one state row.
+/// each `[n, ·]` but the scratch of two state rows.
 pub struct Grads<T> {
     pub x: T,               // [n, C] residual stream
     pub xn: T,              // [n, C] a norm's output (the token-shift base)
@@ -569,8 +561,7 @@ pub struct Grads<T> {
     pub pre: T,             // [n, C] a low-rank path's pre-activation
     pub rank: T,            // [n, max(Dw, Da, Dv, Dg)] a low-rank path's hidden
     pub shift: [T; SHIFTS], // [6][n, C] the six token-shifted inputs
-    pub s_row: T,           // [N] dL/dS' of one state row
-    pub s_new: T,           // [N] one row of the state after the step, recomputed
+    pub s_rows: T,          // [2, N] dL/dS' of two state rows
 }
 
 /// The layout of [`Grads`] for `n` steps.
@@ -600,7 +591,6 @@ pub fn grads<T>(cfg: &Config, n: usize, add: &mut impl FnMut(&str, &[usize]) -> 
         pre: add("pre", &[n, c]),
         rank: add("rank", &[n, rank]),
         shift: SHIFT_NAMES.map(|name| add(name, &[n, c])),
-        s_row: add("s_row", &[N]),
-        s_new: add("s_new", &[N]),
+        s_rows: add("s_rows", &[2, N]),
     }
 }

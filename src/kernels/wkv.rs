@@ -1,0 +1,383 @@
+//! RWKV-7's WKV state, one step of every head per call: the delta rule
+//! `S'_i = S_i ⊙ w − sa_i·b + v_i·k` with `sa_i = S_i·kk`, read as `y_i = S'_i·r`, for each row
+//! `i` of each head's `n × n` state (row = value channel, column = key channel), and its
+//! backward.
+//!
+//! **Orders.** The lanes run over the column `j` of a state row, where the work is
+//! element-wise: each cell is `((s·w) − (sa·b)) + (v·k)`, and in backward each gradient element
+//! receives one term per row, rows in ascending order. The three sums per row — `sa_i`, `y_i`
+//! and in backward `dL/dv_i` and `dL/dsa_i` — are [`super::dot`]s (its eight-lane order). Two
+//! rows go in lockstep: their dot products are [`super::simd::Dots::dot2`] (two independent
+//! sums, each in [`super::dot`]'s order), and a gradient element that both rows add to receives
+//! the first row's term, then the second's, as one row after the other would add them. So the
+//! bits are those of a row at a time, which the scalar twins
+//! ([`super::scalar::wkv_forward`], [`super::scalar::wkv_backward`]) spell out, and those of
+//! the per-row `dot` and `axpy` calls these kernels replaced.
+
+use super::lanes::Lanes;
+use super::simd::Dots;
+
+/// Defines a path's WKV entry points over its `wide` lane type `$W` of `$N` lanes (beside
+/// `entry_points!` of src/kernels/simd.rs), with the attributes given.
+macro_rules! wkv_entry_points {
+    (wide: $W:ty = $N:literal, $(#[$attr:meta])*) => {
+        $(#[$attr])*
+        pub(super) fn wkv_forward(
+            x: &super::WkvInput,
+            state: &mut [f32],
+            out: super::WkvOut,
+        ) {
+            super::wkv::forward::<$N, $W>(x, state, out)
+        }
+        $(#[$attr])*
+        pub(super) fn wkv_backward(
+            x: &super::WkvInput,
+            tr: super::WkvTrace,
+            g: super::WkvGrads,
+            carry: Option<&mut [f32]>,
+            g_rows: &mut [f32],
+        ) {
+            super::wkv::backward::<$N, $W>(x, tr, g, carry, g_rows)
+        }
+    };
+}
+
+/// The inputs of one WKV step, for `H` heads of width `n`: `w`, `b`, `k`, `r`, `kk` and `v`
+/// are `[C]` with `C = H·n` (head `h` is `h·n .. (h+1)·n`).
+pub struct WkvInput<'a> {
+    /// The head width `n`.
+    pub n: usize,
+    /// Decay.
+    pub w: &'a [f32],
+    /// Removal direction `kk ⊙ a`.
+    pub b: &'a [f32],
+    /// Key written into the state.
+    pub k: &'a [f32],
+    /// Value: one per state row.
+    pub v: &'a [f32],
+    /// Receptance: what the readout reads.
+    pub r: &'a [f32],
+    /// Normalised removal key.
+    pub kk: &'a [f32],
+}
+
+/// What [`super::wkv_forward`] writes besides the state: `sa` and `y` (`[C]`, one per state
+/// row) and, when given, a copy of the state before the step (`[H, n, n]`, the trace).
+pub struct WkvOut<'a> {
+    pub sa: &'a mut [f32],
+    pub y: &'a mut [f32],
+    pub prev: Option<&'a mut [f32]>,
+}
+
+/// What [`super::wkv_backward`] reads of its forward step: the state before it (`[H, n, n]`),
+/// `sa` (`[C]`) and `dL/dy` (`[C]`).
+pub struct WkvTrace<'a> {
+    pub prev: &'a [f32],
+    pub sa: &'a [f32],
+    pub g_y: &'a [f32],
+}
+
+/// The gradients of the WKV inputs, each `[C]`. `k`, `v` and `r` already hold what other uses
+/// of these vectors passed back and are added to; `w`, `b` and `kk` are written.
+pub struct WkvGrads<'a> {
+    pub w: &'a mut [f32],
+    pub b: &'a mut [f32],
+    pub k: &'a mut [f32],
+    pub v: &'a mut [f32],
+    pub r: &'a mut [f32],
+    pub kk: &'a mut [f32],
+}
+
+/// One head's part of the `[C]` inputs, each `[n]`.
+struct Head<'a> {
+    w: &'a [f32],
+    b: &'a [f32],
+    k: &'a [f32],
+    r: &'a [f32],
+    kk: &'a [f32],
+}
+
+impl<'a> WkvInput<'a> {
+    fn heads(&self) -> usize {
+        self.w.len().checked_div(self.n).unwrap_or(0)
+    }
+
+    fn head(&self, hd: usize) -> Head<'a> {
+        let hs = hd * self.n..(hd + 1) * self.n;
+        Head {
+            w: &self.w[hs.clone()],
+            b: &self.b[hs.clone()],
+            k: &self.k[hs.clone()],
+            r: &self.r[hs.clone()],
+            kk: &self.kk[hs],
+        }
+    }
+}
+
+/// Elements `i .. i + W` of `v`.
+#[inline(always)]
+fn at<const W: usize>(v: &[f32], i: usize) -> &[f32; W] {
+    v[i..i + W].try_into().expect("a block of lanes")
+}
+
+/// Elements `i .. i + W` of `v`, mutably.
+#[inline(always)]
+fn at_mut<const W: usize>(v: &mut [f32], i: usize) -> &mut [f32; W] {
+    (&mut v[i..i + W]).try_into().expect("a block of lanes")
+}
+
+/// The dot products of each of `R` (1 or 2) rows of `n` in `rows` with `with`, in
+/// [`super::dot`]'s order; two rows in lockstep.
+#[inline(always)]
+fn row_dots<D: Dots, const R: usize>(rows: &[f32], n: usize, with: &[f32]) -> [f32; R] {
+    if R == 2 {
+        let (d0, d1) = D::dot2(&rows[..n], with, &rows[n..2 * n], with);
+        std::array::from_fn(|q| if q == 0 { d0 } else { d1 })
+    } else {
+        std::array::from_fn(|q| D::dot(&rows[q * n..(q + 1) * n], with))
+    }
+}
+
+/// See [`super::wkv_forward`].
+#[inline(always)]
+pub(super) fn forward<const W: usize, V: Lanes<W> + Dots>(
+    x: &WkvInput,
+    state: &mut [f32],
+    out: WkvOut,
+) {
+    let (n, heads) = (x.n, x.heads());
+    let WkvOut { sa, y, mut prev } = out;
+    for hd in 0..heads {
+        let head = x.head(hd);
+        let mut i = 0;
+        while i < n {
+            let rr = if i + 2 <= n { 2 } else { 1 };
+            let ci = hd * n + i;
+            let cells = ci * n..(ci + rr) * n;
+            let rows = &mut state[cells.clone()];
+            let copy = prev.as_deref_mut().map(|p| &mut p[cells]);
+            let (v, sa, y) = (&x.v[ci..], &mut sa[ci..ci + rr], &mut y[ci..ci + rr]);
+            if rr == 2 {
+                forward_rows::<W, V, 2>(&head, rows, copy, v, (sa, y));
+            } else {
+                forward_rows::<W, V, 1>(&head, rows, copy, v, (sa, y));
+            }
+            i += rr;
+        }
+    }
+}
+
+/// [`forward`] for `R` consecutive rows of one head (`rows` and `copy` are `R·n`, `v` starts
+/// at the first row's value).
+#[inline(always)]
+fn forward_rows<const W: usize, V: Lanes<W> + Dots, const R: usize>(
+    head: &Head,
+    rows: &mut [f32],
+    mut copy: Option<&mut [f32]>,
+    v: &[f32],
+    (sa_out, y_out): (&mut [f32], &mut [f32]),
+) {
+    let n = head.w.len();
+    // sa_i = S_i·kk
+    let sa: [f32; R] = row_dots::<V, R>(rows, n, head.kk);
+    let vs: [f32; R] = std::array::from_fn(|q| v[q]);
+    let (sav, vv) = (sa.map(V::splat), vs.map(V::splat));
+    // S'_ij = S_ij·w_j − sa_i·b_j + v_i·k_j, the old row kept when traced
+    let full = n - n % W;
+    for j in (0..full).step_by(W) {
+        let (wv, bv, kv) = (
+            V::load(at(head.w, j)),
+            V::load(at(head.b, j)),
+            V::load(at(head.k, j)),
+        );
+        for q in 0..R {
+            let o = q * n + j;
+            let s = V::load(at(rows, o));
+            if let Some(c) = copy.as_deref_mut() {
+                s.store(at_mut(c, o));
+            }
+            let s_new = s.mul(wv).sub(sav[q].mul(bv)).add(vv[q].mul(kv));
+            s_new.store(at_mut(rows, o));
+        }
+    }
+    for j in full..n {
+        for q in 0..R {
+            let o = q * n + j;
+            let s = rows[o];
+            if let Some(c) = copy.as_deref_mut() {
+                c[o] = s;
+            }
+            rows[o] = s * head.w[j] - sa[q] * head.b[j] + vs[q] * head.k[j];
+        }
+    }
+    // y_i = S'_i·r
+    let y: [f32; R] = row_dots::<V, R>(rows, n, head.r);
+    sa_out.copy_from_slice(&sa);
+    y_out.copy_from_slice(&y);
+}
+
+/// See [`super::wkv_backward`].
+#[inline(always)]
+pub(super) fn backward<const W: usize, V: Lanes<W> + Dots>(
+    x: &WkvInput,
+    tr: WkvTrace,
+    g: WkvGrads,
+    mut carry: Option<&mut [f32]>,
+    g_rows: &mut [f32],
+) {
+    let (n, heads, c) = (x.n, x.heads(), x.w.len());
+    g.w[..c].fill(0.0);
+    g.b[..c].fill(0.0);
+    g.kk[..c].fill(0.0);
+    for hd in 0..heads {
+        let head = x.head(hd);
+        let hs = hd * n..(hd + 1) * n;
+        let mut acc = HeadGrads {
+            w: &mut g.w[hs.clone()],
+            b: &mut g.b[hs.clone()],
+            k: &mut g.k[hs.clone()],
+            r: &mut g.r[hs.clone()],
+            kk: &mut g.kk[hs],
+        };
+        let mut i = 0;
+        while i < n {
+            let rr = if i + 2 <= n { 2 } else { 1 };
+            let ci = hd * n + i;
+            let cells = ci * n..(ci + rr) * n;
+            let rows = RowsIn {
+                prev: &tr.prev[cells.clone()],
+                sa: &tr.sa[ci..ci + rr],
+                v: &x.v[ci..ci + rr],
+                g_y: &tr.g_y[ci..ci + rr],
+            };
+            let cc = carry.as_deref_mut().map(|cr| &mut cr[cells]);
+            let (g_v, scratch) = (&mut g.v[ci..ci + rr], &mut g_rows[..rr * n]);
+            if rr == 2 {
+                backward_rows::<W, V, 2>(&head, &rows, &mut acc, (g_v, cc), scratch);
+            } else {
+                backward_rows::<W, V, 1>(&head, &rows, &mut acc, (g_v, cc), scratch);
+            }
+            i += rr;
+        }
+    }
+}
+
+/// One head's part of the gradients that every row of the head adds to, each `[n]`.
+struct HeadGrads<'a> {
+    w: &'a mut [f32],
+    b: &'a mut [f32],
+    k: &'a mut [f32],
+    r: &'a mut [f32],
+    kk: &'a mut [f32],
+}
+
+/// What [`backward_rows`] reads of `R` consecutive rows: their states before the step
+/// (`R·n`) and their `sa`, `v` and `dL/dy` (`R` each).
+struct RowsIn<'a> {
+    prev: &'a [f32],
+    sa: &'a [f32],
+    v: &'a [f32],
+    g_y: &'a [f32],
+}
+
+/// [`backward`] for `R` consecutive rows of one head: per row `i`, `g = dL/dS'_i` (what later
+/// bytes passed back in `carry`, or 0) `+ dL/dy_i·r`; `S'_i` recomputed from `S_i` (the
+/// forward's cell, the same bits); then `g_r += dL/dy_i·S'_i`, `g_w += g ⊙ S_i`,
+/// `g_k += v_i·g`, `g_b += (−sa_i)·g`, `g_v_i += g·k`, `dL/dsa_i = −(g·b)`,
+/// `g_kk += dL/dsa_i·S_i`, and `carry_i = g ⊙ w + dL/dsa_i·kk` (= dL/dS_i). `g_rows` is scratch
+/// of `R·n`.
+#[inline(always)]
+fn backward_rows<const W: usize, V: Lanes<W> + Dots, const R: usize>(
+    head: &Head,
+    x: &RowsIn,
+    acc: &mut HeadGrads,
+    (g_v, mut carry): (&mut [f32], Option<&mut [f32]>),
+    g_rows: &mut [f32],
+) {
+    let n = head.w.len();
+    let (sa, vs, gy): ([f32; R], [f32; R], [f32; R]) = (
+        std::array::from_fn(|q| x.sa[q]),
+        std::array::from_fn(|q| x.v[q]),
+        std::array::from_fn(|q| x.g_y[q]),
+    );
+    let neg_sa = sa.map(|s| -s);
+    let (sav, vv, gyv, nsav) = (
+        sa.map(V::splat),
+        vs.map(V::splat),
+        gy.map(V::splat),
+        neg_sa.map(V::splat),
+    );
+    let full = n - n % W;
+    for j in (0..full).step_by(W) {
+        let (wv, bv) = (V::load(at(head.w, j)), V::load(at(head.b, j)));
+        let (kv, rv) = (V::load(at(head.k, j)), V::load(at(head.r, j)));
+        let mut gr = V::load(at(acc.r, j));
+        let mut gw = V::load(at(acc.w, j));
+        let mut gk = V::load(at(acc.k, j));
+        let mut gb = V::load(at(acc.b, j));
+        for q in 0..R {
+            let o = q * n + j;
+            let start = match carry.as_deref() {
+                Some(c) => V::load(at(c, o)),
+                None => V::splat(0.0),
+            };
+            let g = start.add(gyv[q].mul(rv));
+            let sp = V::load(at(x.prev, o));
+            let s_new = sp.mul(wv).sub(sav[q].mul(bv)).add(vv[q].mul(kv));
+            gr = gr.add(gyv[q].mul(s_new));
+            gw = gw.add(g.mul(sp));
+            gk = gk.add(vv[q].mul(g));
+            gb = gb.add(nsav[q].mul(g));
+            g.store(at_mut(g_rows, o));
+        }
+        gr.store(at_mut(acc.r, j));
+        gw.store(at_mut(acc.w, j));
+        gk.store(at_mut(acc.k, j));
+        gb.store(at_mut(acc.b, j));
+    }
+    for j in full..n {
+        for q in 0..R {
+            let o = q * n + j;
+            let start = carry.as_deref().map_or(0.0, |c| c[o]);
+            let g = start + gy[q] * head.r[j];
+            let sp = x.prev[o];
+            let s_new = sp * head.w[j] - sa[q] * head.b[j] + vs[q] * head.k[j];
+            acc.r[j] += gy[q] * s_new;
+            acc.w[j] += g * sp;
+            acc.k[j] += vs[q] * g;
+            acc.b[j] += neg_sa[q] * g;
+            g_rows[o] = g;
+        }
+    }
+    // dL/dv_i = g·k;   dL/dsa_i = −(g·b)
+    let mut g_sa = [0.0f32; R];
+    for q in 0..R {
+        let g = &g_rows[q * n..(q + 1) * n];
+        let (gk, gb) = V::dot2(g, head.k, g, head.b);
+        g_v[q] += gk;
+        g_sa[q] = -gb;
+    }
+    let g_sav = g_sa.map(V::splat);
+    for j in (0..full).step_by(W) {
+        let (wv, kkv) = (V::load(at(head.w, j)), V::load(at(head.kk, j)));
+        let mut gkk = V::load(at(acc.kk, j));
+        for q in 0..R {
+            let o = q * n + j;
+            gkk = gkk.add(g_sav[q].mul(V::load(at(x.prev, o))));
+            if let Some(c) = carry.as_deref_mut() {
+                let g = V::load(at(g_rows, o));
+                g.mul(wv).add(g_sav[q].mul(kkv)).store(at_mut(c, o));
+            }
+        }
+        gkk.store(at_mut(acc.kk, j));
+    }
+    for j in full..n {
+        for q in 0..R {
+            let o = q * n + j;
+            acc.kk[j] += g_sa[q] * x.prev[o];
+            if let Some(c) = carry.as_deref_mut() {
+                c[o] = g_rows[o] * head.w[j] + g_sa[q] * head.kk[j];
+            }
+        }
+    }
+}
