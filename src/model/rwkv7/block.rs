@@ -30,8 +30,8 @@ use super::{
 };
 use crate::kernels;
 use crate::model::layers::{
-    MAX_STEPS, layer_norm, layer_norm_backward, layer_norm_param_grads, row, row_mut, step_rows,
-    token_shift, token_shift_backward,
+    MAX_STEPS, layer_norm, layer_norm_backward, layer_norm_param_grads, ln_stats, row, row_mut,
+    step_rows, token_shift, token_shift_backward,
 };
 use crate::model::layout::{Blocks, carve};
 use crate::params::{ParamSet, Scope, Slot};
@@ -468,12 +468,12 @@ fn norm_backward(
 ) {
     let c = x[0].len();
     for t in (0..x.len()).rev() {
-        let g_xn = row(g.xn, t, c);
+        let (g_xn, stats) = (row(g.xn, t, c), ln_stats(x[t], LN_EPS));
         if train {
-            layer_norm_param_grads(x[t], LN_EPS, g_xn, grads, w, b);
+            layer_norm_param_grads(x[t], stats, g_xn, grads, w, b);
         }
         let tmp = row_mut(g.tmp, t, c);
-        layer_norm_backward(x[t], params.get(w), LN_EPS, g_xn, tmp);
+        layer_norm_backward(x[t], params.get(w), stats, g_xn, tmp);
         kernels::add_assign(row_mut(g.x, t, c), tmp);
     }
 }
