@@ -114,16 +114,30 @@ impl<'a> WkvInput<'a> {
     }
 }
 
-/// Elements `i .. i + W` of `v`.
+/// The whole blocks of `W` lanes of `v[..n]`: exactly `n / W` of them (so that indexing them
+/// below `n / W` needs no check).
 #[inline(always)]
-fn at<const W: usize>(v: &[f32], i: usize) -> &[f32; W] {
-    v[i..i + W].try_into().expect("a block of lanes")
+fn blocks<const W: usize>(v: &[f32], n: usize) -> &[[f32; W]] {
+    &v[..n].as_chunks::<W>().0[..n / W]
 }
 
-/// Elements `i .. i + W` of `v`, mutably.
+/// [`blocks`], mutably.
 #[inline(always)]
-fn at_mut<const W: usize>(v: &mut [f32], i: usize) -> &mut [f32; W] {
-    (&mut v[i..i + W]).try_into().expect("a block of lanes")
+fn blocks_mut<const W: usize>(v: &mut [f32], n: usize) -> &mut [[f32; W]] {
+    &mut v[..n].as_chunks_mut::<W>().0[..n / W]
+}
+
+/// The blocks of `R` consecutive rows of `n` in `v`, row by row ([`blocks`]).
+#[inline(always)]
+fn row_blocks<const W: usize, const R: usize>(v: &[f32], n: usize) -> [&[[f32; W]]; R] {
+    std::array::from_fn(|q| blocks(&v[q * n..], n))
+}
+
+/// [`row_blocks`], mutably.
+#[inline(always)]
+fn row_blocks_mut<const W: usize, const R: usize>(v: &mut [f32], n: usize) -> [&mut [[f32; W]]; R] {
+    let mut rows = v[..R * n].chunks_exact_mut(n.max(1));
+    std::array::from_fn(|_| blocks_mut(rows.next().unwrap_or_default(), n))
 }
 
 /// The dot products of each of `R` (1 or 2) rows of `n` in `rows` with `with`, in
@@ -157,10 +171,12 @@ pub(super) fn forward<const W: usize, V: Lanes<W> + Dots>(
             let rows = &mut state[cells.clone()];
             let copy = prev.as_deref_mut().map(|p| &mut p[cells]);
             let (v, sa, y) = (&x.v[ci..], &mut sa[ci..ci + rr], &mut y[ci..ci + rr]);
-            if rr == 2 {
-                forward_rows::<W, V, 2>(&head, rows, copy, v, (sa, y));
-            } else {
-                forward_rows::<W, V, 1>(&head, rows, copy, v, (sa, y));
+            let out = (sa, y);
+            match (rr, copy.is_some()) {
+                (2, true) => forward_rows::<W, V, 2, true>(&head, rows, copy, v, out),
+                (2, false) => forward_rows::<W, V, 2, false>(&head, rows, copy, v, out),
+                (_, true) => forward_rows::<W, V, 1, true>(&head, rows, copy, v, out),
+                (_, false) => forward_rows::<W, V, 1, false>(&head, rows, copy, v, out),
             }
             i += rr;
         }
@@ -168,9 +184,9 @@ pub(super) fn forward<const W: usize, V: Lanes<W> + Dots>(
 }
 
 /// [`forward`] for `R` consecutive rows of one head (`rows` and `copy` are `R·n`, `v` starts
-/// at the first row's value).
+/// at the first row's value); `copy` is written when `TRACED` (and given).
 #[inline(always)]
-fn forward_rows<const W: usize, V: Lanes<W> + Dots, const R: usize>(
+fn forward_rows<const W: usize, V: Lanes<W> + Dots, const R: usize, const TRACED: bool>(
     head: &Head,
     rows: &mut [f32],
     mut copy: Option<&mut [f32]>,
@@ -183,21 +199,24 @@ fn forward_rows<const W: usize, V: Lanes<W> + Dots, const R: usize>(
     let vs: [f32; R] = std::array::from_fn(|q| v[q]);
     let (sav, vv) = (sa.map(V::splat), vs.map(V::splat));
     // S'_ij = S_ij·w_j − sa_i·b_j + v_i·k_j, the old row kept when traced
-    let full = n - n % W;
-    for j in (0..full).step_by(W) {
-        let (wv, bv, kv) = (
-            V::load(at(head.w, j)),
-            V::load(at(head.b, j)),
-            V::load(at(head.k, j)),
-        );
-        for q in 0..R {
-            let o = q * n + j;
-            let s = V::load(at(rows, o));
-            if let Some(c) = copy.as_deref_mut() {
-                s.store(at_mut(c, o));
+    let (nb, full) = (n / W, n - n % W);
+    let (hw, hb, hk) = (blocks::<W>(head.w, n), blocks(head.b, n), blocks(head.k, n));
+    {
+        let cells = row_blocks_mut::<W, R>(rows, n);
+        let kept: [&mut [[f32; W]]; R] = match copy.as_deref_mut() {
+            Some(c) if TRACED => row_blocks_mut::<W, R>(c, n),
+            _ => std::array::from_fn(|_| &mut [][..]),
+        };
+        for m in 0..nb {
+            let (wv, bv, kv) = (V::load(&hw[m]), V::load(&hb[m]), V::load(&hk[m]));
+            for q in 0..R {
+                let s = V::load(&cells[q][m]);
+                if TRACED {
+                    s.store(&mut kept[q][m]);
+                }
+                let s_new = s.mul(wv).sub(sav[q].mul(bv)).add(vv[q].mul(kv));
+                s_new.store(&mut cells[q][m]);
             }
-            let s_new = s.mul(wv).sub(sav[q].mul(bv)).add(vv[q].mul(kv));
-            s_new.store(at_mut(rows, o));
         }
     }
     for j in full..n {
@@ -250,12 +269,19 @@ pub(super) fn backward<const W: usize, V: Lanes<W> + Dots>(
                 v: &x.v[ci..ci + rr],
                 g_y: &tr.g_y[ci..ci + rr],
             };
-            let cc = carry.as_deref_mut().map(|cr| &mut cr[cells]);
             let (g_v, scratch) = (&mut g.v[ci..ci + rr], &mut g_rows[..rr * n]);
-            if rr == 2 {
-                backward_rows::<W, V, 2>(&head, &rows, &mut acc, (g_v, cc), scratch);
-            } else {
-                backward_rows::<W, V, 1>(&head, &rows, &mut acc, (g_v, cc), scratch);
+            let out = (g_v, scratch);
+            match (rr, carry.as_deref_mut()) {
+                (2, Some(cr)) => {
+                    let cc = &mut cr[cells];
+                    backward_rows::<W, V, 2, true>(&head, &rows, &mut acc, cc, out)
+                }
+                (2, None) => backward_rows::<W, V, 2, false>(&head, &rows, &mut acc, &mut [], out),
+                (_, Some(cr)) => {
+                    let cc = &mut cr[cells];
+                    backward_rows::<W, V, 1, true>(&head, &rows, &mut acc, cc, out)
+                }
+                (_, None) => backward_rows::<W, V, 1, false>(&head, &rows, &mut acc, &mut [], out),
             }
             i += rr;
         }
@@ -281,18 +307,18 @@ struct RowsIn<'a> {
 }
 
 /// [`backward`] for `R` consecutive rows of one head: per row `i`, `g = dL/dS'_i` (what later
-/// bytes passed back in `carry`, or 0) `+ dL/dy_i·r`; `S'_i` recomputed from `S_i` (the
-/// forward's cell, the same bits); then `g_r += dL/dy_i·S'_i`, `g_w += g ⊙ S_i`,
+/// bytes passed back in `carry` when `CARRY`, else 0) `+ dL/dy_i·r`; `S'_i` recomputed from
+/// `S_i` (the forward's cell, the same bits); then `g_r += dL/dy_i·S'_i`, `g_w += g ⊙ S_i`,
 /// `g_k += v_i·g`, `g_b += (−sa_i)·g`, `g_v_i += g·k`, `dL/dsa_i = −(g·b)`,
-/// `g_kk += dL/dsa_i·S_i`, and `carry_i = g ⊙ w + dL/dsa_i·kk` (= dL/dS_i). `g_rows` is scratch
-/// of `R·n`.
+/// `g_kk += dL/dsa_i·S_i`, and (when `CARRY`) `carry_i = g ⊙ w + dL/dsa_i·kk` (= dL/dS_i).
+/// `carry` is `R·n` when `CARRY` (else unread); `g_rows` is scratch of `R·n`.
 #[inline(always)]
-fn backward_rows<const W: usize, V: Lanes<W> + Dots, const R: usize>(
+fn backward_rows<const W: usize, V: Lanes<W> + Dots, const R: usize, const CARRY: bool>(
     head: &Head,
     x: &RowsIn,
     acc: &mut HeadGrads,
-    (g_v, mut carry): (&mut [f32], Option<&mut [f32]>),
-    g_rows: &mut [f32],
+    carry: &mut [f32],
+    (g_v, g_rows): (&mut [f32], &mut [f32]),
 ) {
     let n = head.w.len();
     let (sa, vs, gy): ([f32; R], [f32; R], [f32; R]) = (
@@ -307,38 +333,57 @@ fn backward_rows<const W: usize, V: Lanes<W> + Dots, const R: usize>(
         gy.map(V::splat),
         neg_sa.map(V::splat),
     );
-    let full = n - n % W;
-    for j in (0..full).step_by(W) {
-        let (wv, bv) = (V::load(at(head.w, j)), V::load(at(head.b, j)));
-        let (kv, rv) = (V::load(at(head.k, j)), V::load(at(head.r, j)));
-        let mut gr = V::load(at(acc.r, j));
-        let mut gw = V::load(at(acc.w, j));
-        let mut gk = V::load(at(acc.k, j));
-        let mut gb = V::load(at(acc.b, j));
-        for q in 0..R {
-            let o = q * n + j;
-            let start = match carry.as_deref() {
-                Some(c) => V::load(at(c, o)),
-                None => V::splat(0.0),
-            };
-            let g = start.add(gyv[q].mul(rv));
-            let sp = V::load(at(x.prev, o));
-            let s_new = sp.mul(wv).sub(sav[q].mul(bv)).add(vv[q].mul(kv));
-            gr = gr.add(gyv[q].mul(s_new));
-            gw = gw.add(g.mul(sp));
-            gk = gk.add(vv[q].mul(g));
-            gb = gb.add(nsav[q].mul(g));
-            g.store(at_mut(g_rows, o));
+    let (nb, full) = (n / W, n - n % W);
+    let (hw, hb) = (blocks::<W>(head.w, n), blocks::<W>(head.b, n));
+    let (hk, hr, hkk) = (
+        blocks::<W>(head.k, n),
+        blocks::<W>(head.r, n),
+        blocks(head.kk, n),
+    );
+    let sp = row_blocks::<W, R>(x.prev, n);
+    {
+        let (ar, aw) = (blocks_mut::<W>(acc.r, n), blocks_mut::<W>(acc.w, n));
+        let (ak, ab) = (blocks_mut::<W>(acc.k, n), blocks_mut::<W>(acc.b, n));
+        let cr: [&[[f32; W]]; R] = if CARRY {
+            row_blocks::<W, R>(carry, n)
+        } else {
+            [&[]; R]
+        };
+        let gr = row_blocks_mut::<W, R>(g_rows, n);
+        for m in 0..nb {
+            let (wv, bv, kv, rv) = (
+                V::load(&hw[m]),
+                V::load(&hb[m]),
+                V::load(&hk[m]),
+                V::load(&hr[m]),
+            );
+            let (mut a_r, mut a_w) = (V::load(&ar[m]), V::load(&aw[m]));
+            let (mut a_k, mut a_b) = (V::load(&ak[m]), V::load(&ab[m]));
+            for q in 0..R {
+                let start = if CARRY {
+                    V::load(&cr[q][m])
+                } else {
+                    V::splat(0.0)
+                };
+                let g = start.add(gyv[q].mul(rv));
+                let s = V::load(&sp[q][m]);
+                let s_new = s.mul(wv).sub(sav[q].mul(bv)).add(vv[q].mul(kv));
+                a_r = a_r.add(gyv[q].mul(s_new));
+                a_w = a_w.add(g.mul(s));
+                a_k = a_k.add(vv[q].mul(g));
+                a_b = a_b.add(nsav[q].mul(g));
+                g.store(&mut gr[q][m]);
+            }
+            a_r.store(&mut ar[m]);
+            a_w.store(&mut aw[m]);
+            a_k.store(&mut ak[m]);
+            a_b.store(&mut ab[m]);
         }
-        gr.store(at_mut(acc.r, j));
-        gw.store(at_mut(acc.w, j));
-        gk.store(at_mut(acc.k, j));
-        gb.store(at_mut(acc.b, j));
     }
     for j in full..n {
         for q in 0..R {
             let o = q * n + j;
-            let start = carry.as_deref().map_or(0.0, |c| c[o]);
+            let start = if CARRY { carry[o] } else { 0.0 };
             let g = start + gy[q] * head.r[j];
             let sp = x.prev[o];
             let s_new = sp * head.w[j] - sa[q] * head.b[j] + vs[q] * head.k[j];
@@ -358,25 +403,33 @@ fn backward_rows<const W: usize, V: Lanes<W> + Dots, const R: usize>(
         g_sa[q] = -gb;
     }
     let g_sav = g_sa.map(V::splat);
-    for j in (0..full).step_by(W) {
-        let (wv, kkv) = (V::load(at(head.w, j)), V::load(at(head.kk, j)));
-        let mut gkk = V::load(at(acc.kk, j));
-        for q in 0..R {
-            let o = q * n + j;
-            gkk = gkk.add(g_sav[q].mul(V::load(at(x.prev, o))));
-            if let Some(c) = carry.as_deref_mut() {
-                let g = V::load(at(g_rows, o));
-                g.mul(wv).add(g_sav[q].mul(kkv)).store(at_mut(c, o));
+    {
+        let akk = blocks_mut::<W>(acc.kk, n);
+        let gr = row_blocks::<W, R>(g_rows, n);
+        let cr: [&mut [[f32; W]]; R] = if CARRY {
+            row_blocks_mut::<W, R>(carry, n)
+        } else {
+            std::array::from_fn(|_| &mut [][..])
+        };
+        for m in 0..nb {
+            let (wv, kkv) = (V::load(&hw[m]), V::load(&hkk[m]));
+            let mut a_kk = V::load(&akk[m]);
+            for q in 0..R {
+                a_kk = a_kk.add(g_sav[q].mul(V::load(&sp[q][m])));
+                if CARRY {
+                    let g = V::load(&gr[q][m]);
+                    g.mul(wv).add(g_sav[q].mul(kkv)).store(&mut cr[q][m]);
+                }
             }
+            a_kk.store(&mut akk[m]);
         }
-        gkk.store(at_mut(acc.kk, j));
     }
     for j in full..n {
         for q in 0..R {
             let o = q * n + j;
             acc.kk[j] += g_sa[q] * x.prev[o];
-            if let Some(c) = carry.as_deref_mut() {
-                c[o] = g_rows[o] * head.w[j] + g_sa[q] * head.kk[j];
+            if CARRY {
+                carry[o] = g_rows[o] * head.w[j] + g_sa[q] * head.kk[j];
             }
         }
     }
