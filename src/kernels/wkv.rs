@@ -321,6 +321,29 @@ fn backward_rows<const W: usize, V: Lanes<W> + Dots, const R: usize, const CARRY
     (g_v, g_rows): (&mut [f32], &mut [f32]),
 ) {
     let n = head.w.len();
+    rows_first_pass::<W, V, R, CARRY>(head, x, acc, carry, g_rows);
+    // dL/dv_i = g·k;   dL/dsa_i = −(g·b)
+    let mut g_sa = [0.0f32; R];
+    for q in 0..R {
+        let g = &g_rows[q * n..(q + 1) * n];
+        let (gk, gb) = V::dot2(g, head.k, g, head.b);
+        g_v[q] += gk;
+        g_sa[q] = -gb;
+    }
+    rows_second_pass::<W, V, R, CARRY>(head, x, (&mut *acc.kk, g_sa), carry, g_rows);
+}
+
+/// The first pass of [`backward_rows`] over the columns: `g` into `g_rows`, `S'` recomputed,
+/// and the terms of `g_r`, `g_w`, `g_k` and `g_b`.
+#[inline(always)]
+fn rows_first_pass<const W: usize, V: Lanes<W> + Dots, const R: usize, const CARRY: bool>(
+    head: &Head,
+    x: &RowsIn,
+    acc: &mut HeadGrads,
+    carry: &[f32],
+    g_rows: &mut [f32],
+) {
+    let n = head.w.len();
     let (sa, vs, gy): ([f32; R], [f32; R], [f32; R]) = (
         std::array::from_fn(|q| x.sa[q]),
         std::array::from_fn(|q| x.v[q]),
@@ -335,11 +358,7 @@ fn backward_rows<const W: usize, V: Lanes<W> + Dots, const R: usize, const CARRY
     );
     let (nb, full) = (n / W, n - n % W);
     let (hw, hb) = (blocks::<W>(head.w, n), blocks::<W>(head.b, n));
-    let (hk, hr, hkk) = (
-        blocks::<W>(head.k, n),
-        blocks::<W>(head.r, n),
-        blocks(head.kk, n),
-    );
+    let (hk, hr) = (blocks::<W>(head.k, n), blocks::<W>(head.r, n));
     let sp = row_blocks::<W, R>(x.prev, n);
     {
         let (ar, aw) = (blocks_mut::<W>(acc.r, n), blocks_mut::<W>(acc.w, n));
@@ -394,17 +413,25 @@ fn backward_rows<const W: usize, V: Lanes<W> + Dots, const R: usize, const CARRY
             g_rows[o] = g;
         }
     }
-    // dL/dv_i = g·k;   dL/dsa_i = −(g·b)
-    let mut g_sa = [0.0f32; R];
-    for q in 0..R {
-        let g = &g_rows[q * n..(q + 1) * n];
-        let (gk, gb) = V::dot2(g, head.k, g, head.b);
-        g_v[q] += gk;
-        g_sa[q] = -gb;
-    }
+}
+
+/// The second pass of [`backward_rows`], once `dL/dsa_i` is known: the terms of `g_kk`, and
+/// (when `CARRY`) `carry_i = g ⊙ w + dL/dsa_i·kk`.
+#[inline(always)]
+fn rows_second_pass<const W: usize, V: Lanes<W> + Dots, const R: usize, const CARRY: bool>(
+    head: &Head,
+    x: &RowsIn,
+    (g_kk, g_sa): (&mut [f32], [f32; R]),
+    carry: &mut [f32],
+    g_rows: &[f32],
+) {
+    let n = head.w.len();
+    let (nb, full) = (n / W, n - n % W);
+    let (hw, hkk) = (blocks::<W>(head.w, n), blocks::<W>(head.kk, n));
+    let sp = row_blocks::<W, R>(x.prev, n);
     let g_sav = g_sa.map(V::splat);
     {
-        let akk = blocks_mut::<W>(acc.kk, n);
+        let akk = blocks_mut::<W>(g_kk, n);
         let gr = row_blocks::<W, R>(g_rows, n);
         let cr: [&mut [[f32; W]]; R] = if CARRY {
             row_blocks_mut::<W, R>(carry, n)
@@ -427,7 +454,7 @@ fn backward_rows<const W: usize, V: Lanes<W> + Dots, const R: usize, const CARRY
     for j in full..n {
         for q in 0..R {
             let o = q * n + j;
-            acc.kk[j] += g_sa[q] * x.prev[o];
+            g_kk[j] += g_sa[q] * x.prev[o];
             if CARRY {
                 carry[o] = g_rows[o] * head.w[j] + g_sa[q] * head.kk[j];
             }

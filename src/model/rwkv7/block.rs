@@ -23,7 +23,7 @@ use super::low_rank::{
     decay_backward, decay_forward, low_rank_backward, low_rank_forward, sigmoid_backward,
     sigmoid_forward, value_residual_backward, value_residual_forward,
 };
-use super::wkv::{WkvGrads, WkvInputs, wkv_backward, wkv_forward};
+use super::wkv::{WkvGrads, WkvInput, wkv_backward, wkv_forward};
 use super::{
     A, ATTN, ATTN_NORM, Config, FFN, FFN_NORM, G, K, LN_EPS, LayerSlots, LayerState, LayerTrace, N,
     ONE_STEP, R, SHIFT_NAMES, SHIFTS, StepTrace, VAL, W, layer_trace, step_trace,
@@ -129,7 +129,8 @@ fn wkv_step_forward(
     );
     // 12. per head, sa = S·kk,  S' = S·diag(w) − sa·bᵀ + v·kᵀ,  y = S'·r  (the state before
     //     the step kept in the trace when traced)
-    let wkv_in = WkvInputs {
+    let wkv_in = WkvInput {
+        n: N,
         w: row(t.w, s, c),
         b: row(t.b, s, c),
         k: row(t.k, s, c),
@@ -478,8 +479,9 @@ fn norm_backward(
     }
 }
 
-fn wkv_inputs<'a>(t: &LayerTrace<&'a [f32]>) -> WkvInputs<'a> {
-    WkvInputs {
+fn wkv_inputs<'a>(t: &LayerTrace<&'a [f32]>) -> WkvInput<'a> {
+    WkvInput {
+        n: N,
         w: t.w,
         b: t.b,
         k: t.k,

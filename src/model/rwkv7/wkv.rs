@@ -6,52 +6,20 @@
 //! lockstep, each row's sums [`kernels::dot`]s, every gradient element receiving its rows' terms
 //! in ascending row order.
 
-use super::N;
 use crate::kernels::{self, WkvOut, WkvTrace};
 
-pub use crate::kernels::WkvGrads;
+pub use crate::kernels::{WkvGrads, WkvInput};
 
-/// The per-channel inputs of one WKV step, each `[C]`.
-pub struct WkvInputs<'a> {
-    /// Decay.
-    pub w: &'a [f32],
-    /// Removal direction `kk ⊙ a`.
-    pub b: &'a [f32],
-    /// Key written into the state.
-    pub k: &'a [f32],
-    /// Value.
-    pub v: &'a [f32],
-    /// Receptance: what the readout reads.
-    pub r: &'a [f32],
-    /// Normalised removal key.
-    pub kk: &'a [f32],
-}
-
-impl<'a> WkvInputs<'a> {
-    fn heads(&self) -> kernels::WkvInput<'a> {
-        let WkvInputs { w, b, k, v, r, kk } = *self;
-        kernels::WkvInput {
-            n: N,
-            w,
-            b,
-            k,
-            v,
-            r,
-            kk,
-        }
-    }
-}
-
-/// One step of every head, in place on `state` (`[H, N, N]`): per row `i`, `sa_i = S_i·kk`,
-/// `S'_i = S_i ⊙ w − sa_i·b + v_i·k`, `y_i = S'_i·r`. Keeps `sa` (`[C]`) for backward and,
-/// when given, the state before the step in `prev` (the trace).
+/// One step of every head (`x.n` is [`super::N`]), in place on `state` (`[H, N, N]`): per row
+/// `i`, `sa_i = S_i·kk`, `S'_i = S_i ⊙ w − sa_i·b + v_i·k`, `y_i = S'_i·r`. Keeps `sa` (`[C]`)
+/// for backward and, when given, the state before the step in `prev` (the trace).
 pub fn wkv_forward(
     state: &mut [f32],
-    x: &WkvInputs,
+    x: &WkvInput,
     (sa, y): (&mut [f32], &mut [f32]),
     prev: Option<&mut [f32]>,
 ) {
-    kernels::wkv_forward(&x.heads(), state, WkvOut { sa, y, prev });
+    kernels::wkv_forward(x, state, WkvOut { sa, y, prev });
 }
 
 /// Backward of [`wkv_forward`] from `g_y`. `prev` is the state the step started from and `sa`
@@ -60,11 +28,11 @@ pub fn wkv_forward(
 /// dL/dS' and leaves dL/dS in it. `g_rows` is scratch of `2N`.
 pub fn wkv_backward(
     (prev, sa, g_y): (&[f32], &[f32], &[f32]),
-    x: &WkvInputs,
+    x: &WkvInput,
     g: WkvGrads,
     carry: Option<&mut [f32]>,
     g_rows: &mut [f32],
 ) {
     let tr = WkvTrace { prev, sa, g_y };
-    kernels::wkv_backward(&x.heads(), tr, g, carry, g_rows);
+    kernels::wkv_backward(x, tr, g, carry, g_rows);
 }
