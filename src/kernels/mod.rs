@@ -36,13 +36,14 @@
 //! | [`scan_forward`] | per channel, `y_pre` = [`dot`] of the new state row with `C`, plus `D·u` |
 //! | [`scan_backward`] | per channel, `dL/d(u·Δ)` and `dL/dΔ` as [`dot_in_order`] over the state index; `g_b`, `g_c` (and `g_d`, `g_a_log`) receive the channels' terms in ascending channel order |
 //! | [`steps::linear_backward_steps`], [`steps::gemv_steps`] | a segment's steps at once, each output element receiving exactly the products and order of the per-step kernels called step after step ([`steps`]) |
+//! | [`wkv_forward`], [`wkv_backward`] | per state row, `sa`, `y` (and in backward `dL/dv`, `dL/dsa`) as [`dot`]s; each gradient element of `w`, `b`, `k`, `r`, `kk` receives its rows' terms in ascending row order (two rows in lockstep, the first row's term added first) |
 //!
-//! The models' own sums outside this module (norms, WKV's state updates) are written as
-//! in-order loops or call the functions above.
+//! The models' own sums outside this module (the norms) are written as in-order loops or call
+//! the functions above.
 
 // Bottom up: `math` (scalar functions) ← `lanes` (the lane trait, lane exp) ← `simd` (the
-// algorithms) ← `scan`; `rows` ← `simd`, `par` ← `steps`; the paths instantiate `simd` and
-// `scan` through their macros, which must be declared first.
+// algorithms) ← `scan`, `wkv`; `rows` ← `simd`, `par` ← `steps`; the paths instantiate
+// `simd`, `scan` and `wkv` through their macros, which must be declared first.
 #[macro_use]
 mod simd;
 #[macro_use]

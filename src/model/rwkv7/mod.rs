@@ -23,7 +23,7 @@
 //! Files: this one holds the config, the weights' slots, the state and trace layouts and the
 //! step and backward sequences; [`block`] the two halves of a block as call sequences of the
 //! layers, each layer a `*_forward` beside its `*_backward`: [`wkv`] (delta-rule state update
-//! and readout), [`group_norm`] (per-head norm with the `r·k` bonus, and the gate), [`key`]
+//! and readout, every head of a step in one kernel: [`crate::kernels::wkv_forward`]), [`group_norm`] (per-head norm with the `r·k` bonus, and the gate), [`key`]
 //! (kk normalisation, the written key), [`low_rank`] (the four low-rank paths) and [`ffn`];
 //! the norms, token shift and linear maps are [`crate::model::layers`]. Each layout is one
 //! declaration read as slots, counts and views ([`crate::model::layout`]).
