@@ -101,3 +101,4 @@ dots_in_eight_lanes!(M256);
 // The entry points of the path, each one algorithm of `simd` over `M256`.
 entry_points!(wide: M256 = 8, #[target_feature(enable = "avx2")]);
 scan_entry_points!(narrow: M256, #[target_feature(enable = "avx2")]);
+wkv_entry_points!(wide: M256 = 8, #[target_feature(enable = "avx2")]);

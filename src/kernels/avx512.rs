@@ -136,3 +136,4 @@ impl Dots for M512 {
 // `M256`.
 entry_points!(wide: M512 = 16, #[target_feature(enable = "avx512f")]);
 scan_entry_points!(narrow: M256, #[target_feature(enable = "avx512f")]);
+wkv_entry_points!(wide: M512 = 16, #[target_feature(enable = "avx512f")]);

@@ -36,17 +36,20 @@
 //! | [`scan_forward`] | per channel, `y_pre` = [`dot`] of the new state row with `C`, plus `D·u` |
 //! | [`scan_backward`] | per channel, `dL/d(u·Δ)` and `dL/dΔ` as [`dot_in_order`] over the state index; `g_b`, `g_c` (and `g_d`, `g_a_log`) receive the channels' terms in ascending channel order |
 //! | [`steps::linear_backward_steps`], [`steps::gemv_steps`] | a segment's steps at once, each output element receiving exactly the products and order of the per-step kernels called step after step ([`steps`]) |
+//! | [`wkv_forward`], [`wkv_backward`] | per state row, `sa`, `y` (and in backward `dL/dv`, `dL/dsa`) as [`dot`]s; each gradient element of `w`, `b`, `k`, `r`, `kk` receives its rows' terms in ascending row order (two rows in lockstep, the first row's term added first) |
 //!
-//! The models' own sums outside this module (norms, WKV's state updates) are written as
-//! in-order loops or call the functions above.
+//! The models' own sums outside this module (the norms) are written as in-order loops or call
+//! the functions above.
 
 // Bottom up: `math` (scalar functions) ← `lanes` (the lane trait, lane exp) ← `simd` (the
-// algorithms) ← `scan`; `rows` ← `simd`, `par` ← `steps`; the paths instantiate `simd` and
-// `scan` through their macros, which must be declared first.
+// algorithms) ← `scan`, `wkv`; `rows` ← `simd`, `par` ← `steps`; the paths instantiate
+// `simd`, `scan` and `wkv` through their macros, which must be declared first.
 #[macro_use]
 mod simd;
 #[macro_use]
 mod scan;
+#[macro_use]
+mod wkv;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
@@ -64,6 +67,7 @@ pub mod steps;
 
 pub use dispatch::{SIMD_ENV_VAR, SimdChoiceError, SimdPath};
 pub use scan::{ScanGrads, ScanInput, ScanTrace};
+pub use wkv::{WkvGrads, WkvInput, WkvOut, WkvTrace};
 
 /// The logical lanes of every SIMD path: the width that fixes the summation order of [`dot`].
 /// A wider machine keeps these eight logical lanes (more of them per instruction, or more rows
@@ -271,6 +275,23 @@ impl Kernels {
     }
 
     #[inline]
+    pub fn wkv_forward(self, x: &WkvInput, state: &mut [f32], out: WkvOut) {
+        on_path!(self, wkv_forward(x, state, out))
+    }
+
+    #[inline]
+    pub fn wkv_backward(
+        self,
+        x: &WkvInput,
+        tr: WkvTrace,
+        g: WkvGrads,
+        carry: Option<&mut [f32]>,
+        g_rows: &mut [f32],
+    ) {
+        on_path!(self, wkv_backward(x, tr, g, carry, g_rows))
+    }
+
+    #[inline]
     pub fn sgd_update(self, p: &mut [f32], g: &mut [f32], lr: f32, tiny_grad: f32) {
         on_path!(self, sgd_update(p, g, lr, tiny_grad))
     }
@@ -430,6 +451,31 @@ pub fn scan_forward(x: &ScanInput, ssm: &mut [f32], da: &mut [f32], y_pre: &mut 
 #[inline]
 pub fn scan_backward(tr: &ScanTrace, g_y_pre: &[f32], g: ScanGrads, carry: Option<&mut [f32]>) {
     Kernels::active().scan_backward(tr, g_y_pre, g, carry)
+}
+
+/// One step of RWKV-7's WKV state for every head (heads of width `x.n`, the state `[H, n, n]`
+/// in place): per row `i`, `sa_i = S_i·kk`, `S'_i = S_i ⊙ w − sa_i·b + v_i·k` (each cell
+/// `((s·w) − (sa·b)) + (v·k)`), `y_i = S'_i·r`, the sums [`dot`]s; writes `out.sa`, `out.y`
+/// and, when given, the state before the step into `out.prev`. Twin: [`scalar::wkv_forward`].
+#[inline]
+pub fn wkv_forward(x: &WkvInput, state: &mut [f32], out: WkvOut) {
+    Kernels::active().wkv_forward(x, state, out)
+}
+
+/// Backward of [`wkv_forward`] from `tr.g_y = dL/dy`: writes `g.w`, `g.b`, `g.kk` and adds to
+/// `g.k`, `g.v`, `g.r`, each gradient element receiving its rows' terms in ascending row
+/// order; with `carry` (`[H, n, n]`) reads dL/dS' there and leaves dL/dS. The state after the
+/// step is recomputed from `tr.prev` with the forward's cell. `g_rows` is scratch of `2n`.
+/// Twin: [`scalar::wkv_backward`] (module `wkv` says why two rows in lockstep keep the bits).
+#[inline]
+pub fn wkv_backward(
+    x: &WkvInput,
+    tr: WkvTrace,
+    g: WkvGrads,
+    carry: Option<&mut [f32]>,
+    g_rows: &mut [f32],
+) {
+    Kernels::active().wkv_backward(x, tr, g, carry, g_rows)
 }
 
 /// SGD's update: `p += lr · g`, with `g` read as zero where `|g| < tiny_grad` (compare-and-
@@ -957,6 +1003,119 @@ mod tests {
                             got, &want,
                             "{k:?} g_{name} {channels}x{s} carry={with_carry} params={with_params}"
                         );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The shapes the WKV tests run, `(heads, n)`: head widths around and between multiples of
+    /// the lane widths (8, 16), odd ones leaving a row without a partner.
+    const WKV_SHAPES: [(usize, usize); 11] = [
+        (1, 1),
+        (2, 3),
+        (1, 7),
+        (2, 8),
+        (1, 9),
+        (2, 13),
+        (1, 16),
+        (3, 17),
+        (1, 33),
+        (2, 64),
+        (0, 8),
+    ];
+
+    /// One WKV step's inputs for `heads` heads of width `n`, with the edge values of the scan's.
+    fn wkv_inputs(heads: usize, n: usize, seed: u32) -> [Vec<f32>; 6] {
+        std::array::from_fn(|q| scan_values(heads * n, seed + q as u32, 1.0))
+    }
+
+    fn wkv_input(v: &[Vec<f32>; 6], n: usize) -> WkvInput<'_> {
+        WkvInput {
+            n,
+            w: &v[0],
+            b: &v[1],
+            k: &v[2],
+            v: &v[3],
+            r: &v[4],
+            kk: &v[5],
+        }
+    }
+
+    #[test]
+    fn wkv_forward_matches_its_twin() {
+        for k in paths() {
+            for (heads, n) in WKV_SHAPES {
+                for traced in [false, true] {
+                    let inputs = wkv_inputs(heads, n, 60);
+                    let x = wkv_input(&inputs, n);
+                    let state0 = scan_values(heads * n * n, 61, 2.0);
+                    let run = |twin: bool| {
+                        let mut state = state0.clone();
+                        let (mut sa, mut y) = (vec![0.0; heads * n], vec![0.0; heads * n]);
+                        let mut prev = vec![7.0; heads * n * n];
+                        let out = WkvOut {
+                            sa: &mut sa,
+                            y: &mut y,
+                            prev: traced.then_some(&mut prev[..]),
+                        };
+                        if twin {
+                            scalar::wkv_forward(&x, &mut state, out);
+                        } else {
+                            k.wkv_forward(&x, &mut state, out);
+                        }
+                        [state, sa, y, prev].map(|v| bits(&v))
+                    };
+                    let names = ["state", "sa", "y", "prev"];
+                    for ((got, want), name) in run(false).iter().zip(run(true)).zip(names) {
+                        assert_eq!(got, &want, "{k:?} {name} {heads}x{n} traced={traced}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn wkv_backward_matches_its_twin() {
+        for k in paths() {
+            for (heads, n) in WKV_SHAPES {
+                for with_carry in [false, true] {
+                    let (c, cells) = (heads * n, heads * n * n);
+                    let inputs = wkv_inputs(heads, n, 70);
+                    let x = wkv_input(&inputs, n);
+                    let prev = scan_values(cells, 71, 2.0);
+                    let (sa, g_y) = (scan_values(c, 72, 3.0), scan_values(c, 73, 1.0));
+                    let run = |twin: bool| {
+                        let tr = WkvTrace {
+                            prev: &prev,
+                            sa: &sa,
+                            g_y: &g_y,
+                        };
+                        let mut gs: [Vec<f32>; 6] =
+                            std::array::from_fn(|q| scan_values(c, 74 + q as u32, 1.0));
+                        let mut carry = scan_values(cells, 80, 1.0);
+                        let mut scratch = vec![0.0; 2 * n];
+                        let [gw, gb, gk, gv, gr, gkk] = &mut gs;
+                        let g = WkvGrads {
+                            w: gw,
+                            b: gb,
+                            k: gk,
+                            v: gv,
+                            r: gr,
+                            kk: gkk,
+                        };
+                        let cc = with_carry.then_some(&mut carry[..]);
+                        if twin {
+                            scalar::wkv_backward(&x, tr, g, cc, &mut scratch);
+                        } else {
+                            k.wkv_backward(&x, tr, g, cc, &mut scratch);
+                        }
+                        let [gw, gb, gk, gv, gr, gkk] = gs;
+                        [gw, gb, gk, gv, gr, gkk, carry].map(|v| bits(&v))
+                    };
+                    let names = ["w", "b", "k", "v", "r", "kk", "carry"];
+                    for ((got, want), name) in run(false).iter().zip(run(true)).zip(names) {
+                        assert_eq!(got, &want, "{k:?} g_{name} {heads}x{n} carry={with_carry}");
                     }
                 }
             }

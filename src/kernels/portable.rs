@@ -70,3 +70,4 @@ dots_in_eight_lanes!(f32x8);
 // The entry points of the path, each one algorithm of `simd` over `f32x8`.
 entry_points!(wide: f32x8 = 8, #[inline]);
 scan_entry_points!(narrow: f32x8, #[inline]);
+wkv_entry_points!(wide: f32x8 = 8, #[inline]);

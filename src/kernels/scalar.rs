@@ -4,7 +4,10 @@
 //! lanes, so a test can compare every SIMD path with it on lengths that are not multiples of the
 //! lane width.
 
-use super::{AdamCoefs, LANES, ScanGrads, ScanInput, ScanTrace, fold_lanes, math};
+use super::{
+    AdamCoefs, LANES, ScanGrads, ScanInput, ScanTrace, WkvGrads, WkvInput, WkvOut, WkvTrace,
+    fold_lanes, math,
+};
 
 /// Twin of [`super::dot`].
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
@@ -261,5 +264,78 @@ pub fn gemv_steps(
 ) {
     for (t, xt) in x.iter().enumerate() {
         gemv(w, xt, &mut y[t * y_stride..], rows, cols);
+    }
+}
+
+/// The delta rule's cell, `S'_ij = S_ij·w_j − sa_i·b_j + v_i·k_j`.
+fn wkv_cell(s: f32, w: f32, sa: f32, b: f32, v: f32, k: f32) -> f32 {
+    s * w - sa * b + v * k
+}
+
+/// Twin of [`super::wkv_forward`]: row after row, `sa_i` a [`dot`] of the old row with `kk`,
+/// the cells, `y_i` a [`dot`] of the new row with `r`.
+pub fn wkv_forward(x: &WkvInput, state: &mut [f32], out: WkvOut) {
+    let (n, c) = (x.n, x.w.len());
+    let WkvOut { sa, y, mut prev } = out;
+    for ci in 0..c {
+        let hs = (ci / n) * n..(ci / n + 1) * n;
+        let cells = ci * n..(ci + 1) * n;
+        if let Some(p) = prev.as_deref_mut() {
+            p[cells.clone()].copy_from_slice(&state[cells.clone()]);
+        }
+        let row = &mut state[cells];
+        sa[ci] = dot(row, &x.kk[hs.clone()]);
+        for j in 0..n {
+            let h = hs.start + j;
+            row[j] = wkv_cell(row[j], x.w[h], sa[ci], x.b[h], x.v[ci], x.k[h]);
+        }
+        y[ci] = dot(row, &x.r[hs]);
+    }
+}
+
+/// Twin of [`super::wkv_backward`]: row after row, each step of the chain rule over the whole
+/// row before the next (the per-row [`axpy`] and [`dot`] calls the kernel replaced).
+pub fn wkv_backward(
+    x: &WkvInput,
+    tr: WkvTrace,
+    g: WkvGrads,
+    mut carry: Option<&mut [f32]>,
+    g_rows: &mut [f32],
+) {
+    let (n, c) = (x.n, x.w.len());
+    g.w[..c].fill(0.0);
+    g.b[..c].fill(0.0);
+    g.kk[..c].fill(0.0);
+    let mut s_new = vec![0.0f32; n];
+    let g_row = &mut g_rows[..n];
+    for ci in 0..c {
+        let hs = (ci / n) * n..(ci / n + 1) * n;
+        let cells = ci * n..(ci + 1) * n;
+        let s_prev = &tr.prev[cells.clone()];
+        let (sa, vi, gy) = (tr.sa[ci], x.v[ci], tr.g_y[ci]);
+        match carry.as_deref() {
+            Some(cc) => g_row.copy_from_slice(&cc[cells.clone()]),
+            None => g_row.fill(0.0),
+        }
+        axpy(g_row, gy, &x.r[hs.clone()]);
+        for j in 0..n {
+            let h = hs.start + j;
+            s_new[j] = wkv_cell(s_prev[j], x.w[h], sa, x.b[h], vi, x.k[h]);
+        }
+        axpy(&mut g.r[hs.clone()], gy, &s_new);
+        for j in 0..n {
+            g.w[hs.start + j] += g_row[j] * s_prev[j];
+        }
+        axpy(&mut g.k[hs.clone()], vi, g_row);
+        axpy(&mut g.b[hs.clone()], -sa, g_row);
+        g.v[ci] += dot(g_row, &x.k[hs.clone()]);
+        let g_sa = -dot(g_row, &x.b[hs.clone()]);
+        axpy(&mut g.kk[hs.clone()], g_sa, s_prev);
+        if let Some(cc) = carry.as_deref_mut() {
+            for j in 0..n {
+                let h = hs.start + j;
+                cc[ci * n + j] = g_row[j] * x.w[h] + g_sa * x.kk[h];
+            }
+        }
     }
 }

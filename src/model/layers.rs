@@ -296,10 +296,16 @@ pub fn layer_norm(x: &[f32], w: &[f32], b: &[f32], eps: f32, out: &mut [f32]) {
 }
 
 /// Backward of [`layer_norm`] to its input: with `x̂ = (x − mean)·inv` and `ĝ = g_out·w`,
-/// `g_x = inv · (ĝ − mean(ĝ) − x̂ · mean(ĝ·x̂))`. Writes `g_x`.
-pub fn layer_norm_backward(x: &[f32], w: &[f32], eps: f32, g_out: &[f32], g_x: &mut [f32]) {
+/// `g_x = inv · (ĝ − mean(ĝ) − x̂ · mean(ĝ·x̂))`. Writes `g_x`. `stats` is [`ln_stats`] of `x`
+/// (which the weight gradients of the same norm read too: computed once for both).
+pub fn layer_norm_backward(
+    x: &[f32],
+    w: &[f32],
+    (mean, inv): (f32, f32),
+    g_out: &[f32],
+    g_x: &mut [f32],
+) {
     let n = x.len() as f32;
-    let (mean, inv) = ln_stats(x, eps);
     let (mut s1, mut s2) = (0.0f32, 0.0f32);
     for ((&go, &wi), &xi) in g_out.iter().zip(w).zip(x) {
         let gh = go * wi;
@@ -312,17 +318,17 @@ pub fn layer_norm_backward(x: &[f32], w: &[f32], eps: f32, g_out: &[f32], g_x: &
     }
 }
 
-/// Adds the gradients of a [`layer_norm`]'s weight (`g_out · x̂`) and bias (`g_out`). The weight
-/// and bias are two tensors of the flat gradient buffer, hence two slots.
+/// Adds the gradients of a [`layer_norm`]'s weight (`g_out · x̂`) and bias (`g_out`), with
+/// `stats` [`ln_stats`] of `x`. The weight and bias are two tensors of the flat gradient
+/// buffer, hence two slots.
 pub fn layer_norm_param_grads(
     x: &[f32],
-    eps: f32,
+    (mean, inv): (f32, f32),
     g_out: &[f32],
     grads: &mut [f32],
     w: Slot,
     b: Slot,
 ) {
-    let (mean, inv) = ln_stats(x, eps);
     for ((gw, &go), &xi) in w.of_mut(grads).iter_mut().zip(g_out).zip(x) {
         *gw += go * ((xi - mean) * inv);
     }

@@ -23,15 +23,15 @@ use super::low_rank::{
     decay_backward, decay_forward, low_rank_backward, low_rank_forward, sigmoid_backward,
     sigmoid_forward, value_residual_backward, value_residual_forward,
 };
-use super::wkv::{WkvGrads, WkvInputs, wkv_backward, wkv_forward};
+use super::wkv::{WkvGrads, WkvInput, wkv_backward, wkv_forward};
 use super::{
     A, ATTN, ATTN_NORM, Config, FFN, FFN_NORM, G, K, LN_EPS, LayerSlots, LayerState, LayerTrace, N,
     ONE_STEP, R, SHIFT_NAMES, SHIFTS, StepTrace, VAL, W, layer_trace, step_trace,
 };
 use crate::kernels;
 use crate::model::layers::{
-    MAX_STEPS, layer_norm, layer_norm_backward, layer_norm_param_grads, row, row_mut, step_rows,
-    token_shift, token_shift_backward,
+    MAX_STEPS, layer_norm, layer_norm_backward, layer_norm_param_grads, ln_stats, row, row_mut,
+    step_rows, token_shift, token_shift_backward,
 };
 use crate::model::layout::{Blocks, carve};
 use crate::params::{ParamSet, Scope, Slot};
@@ -127,11 +127,10 @@ fn wkv_step_forward(
         row_mut(t.k, s, c),
         row_mut(t.b, s, c),
     );
-    // 12. per head, sa = S·kk,  S' = S·diag(w) − sa·bᵀ + v·kᵀ,  y = S'·r
-    if traced {
-        row_mut(t.wkv_prev, s, wkv.len()).copy_from_slice(wkv);
-    }
-    let wkv_in = WkvInputs {
+    // 12. per head, sa = S·kk,  S' = S·diag(w) − sa·bᵀ + v·kᵀ,  y = S'·r  (the state before
+    //     the step kept in the trace when traced)
+    let wkv_in = WkvInput {
+        n: N,
         w: row(t.w, s, c),
         b: row(t.b, s, c),
         k: row(t.k, s, c),
@@ -139,7 +138,9 @@ fn wkv_step_forward(
         r: row(t.r, s, c),
         kk: row(t.kk, s, c),
     };
-    wkv_forward(wkv, &wkv_in, row_mut(t.sa, s, c), row_mut(t.y_wkv, s, c));
+    let prev = traced.then(|| row_mut(t.wkv_prev, s, wkv.len()));
+    let out = (row_mut(t.sa, s, c), row_mut(t.y_wkv, s, c));
+    wkv_forward(wkv, &wkv_in, out, prev);
 }
 
 /// Steps 13–15 of step `s`: `y = GroupNorm(y_wkv) + (Σ_head r ⊙ k ⊙ r_k) · v` (a LayerNorm per
@@ -258,17 +259,9 @@ fn wkv_steps_backward(seg: &Seg, g: GradsMut, mut carry: Option<&mut [f32]>) {
             r: row_mut(g.r, t, c),
             kk: row_mut(g.kk, t, c),
         };
-        let scratch = (&mut *g.s_row, &mut *g.s_new);
         let (x, g_y) = (wkv_inputs(&tr), row(g.y_wkv, t, c));
-        wkv_backward(
-            tr.wkv_prev,
-            &x,
-            tr.sa,
-            g_y,
-            g_wkv,
-            carry.as_deref_mut(),
-            scratch,
-        );
+        let step = (tr.wkv_prev, tr.sa, g_y);
+        wkv_backward(step, &x, g_wkv, carry.as_deref_mut(), g.s_rows);
     }
 }
 
@@ -476,18 +469,19 @@ fn norm_backward(
 ) {
     let c = x[0].len();
     for t in (0..x.len()).rev() {
-        let g_xn = row(g.xn, t, c);
+        let (g_xn, stats) = (row(g.xn, t, c), ln_stats(x[t], LN_EPS));
         if train {
-            layer_norm_param_grads(x[t], LN_EPS, g_xn, grads, w, b);
+            layer_norm_param_grads(x[t], stats, g_xn, grads, w, b);
         }
         let tmp = row_mut(g.tmp, t, c);
-        layer_norm_backward(x[t], params.get(w), LN_EPS, g_xn, tmp);
+        layer_norm_backward(x[t], params.get(w), stats, g_xn, tmp);
         kernels::add_assign(row_mut(g.x, t, c), tmp);
     }
 }
 
-fn wkv_inputs<'a>(t: &LayerTrace<&'a [f32]>) -> WkvInputs<'a> {
-    WkvInputs {
+fn wkv_inputs<'a>(t: &LayerTrace<&'a [f32]>) -> WkvInput<'a> {
+    WkvInput {
+        n: N,
         w: t.w,
         b: t.b,
         k: t.k,
@@ -546,7 +540,7 @@ impl<'a> Seg<'a> {
 }
 
 /// Gradient buffers of a backward over up to `n` steps (all dL/d of the named forward value),
-/// each `[n, ·]` but the scratch of one state row.
+/// each `[n, ·]` but the scratch of two state rows.
 pub struct Grads<T> {
     pub x: T,               // [n, C] residual stream
     pub xn: T,              // [n, C] a norm's output (the token-shift base)
@@ -569,8 +563,7 @@ pub struct Grads<T> {
     pub pre: T,             // [n, C] a low-rank path's pre-activation
     pub rank: T,            // [n, max(Dw, Da, Dv, Dg)] a low-rank path's hidden
     pub shift: [T; SHIFTS], // [6][n, C] the six token-shifted inputs
-    pub s_row: T,           // [N] dL/dS' of one state row
-    pub s_new: T,           // [N] one row of the state after the step, recomputed
+    pub s_rows: T,          // [2, N] dL/dS' of two state rows
 }
 
 /// The layout of [`Grads`] for `n` steps.
@@ -600,7 +593,6 @@ pub fn grads<T>(cfg: &Config, n: usize, add: &mut impl FnMut(&str, &[usize]) -> 
         pre: add("pre", &[n, c]),
         rank: add("rank", &[n, rank]),
         shift: SHIFT_NAMES.map(|name| add(name, &[n, c])),
-        s_row: add("s_row", &[N]),
-        s_new: add("s_new", &[N]),
+        s_rows: add("s_rows", &[2, N]),
     }
 }

@@ -3,7 +3,7 @@
 
 use super::N;
 use crate::kernels;
-use crate::model::layers::{layer_norm, layer_norm_backward, layer_norm_param_grads};
+use crate::model::layers::{layer_norm, layer_norm_backward, layer_norm_param_grads, ln_stats};
 use crate::params::Slot;
 
 /// GroupNorm epsilon of the attention output (per head).
@@ -82,6 +82,7 @@ pub fn group_norm_bonus_backward(
             g_r[j] = g_alpha * p.r_k[j] * x.k[j];
             g_k[j] = g_alpha * p.r_k[j] * x.r[j];
         }
+        let stats = ln_stats(&x.y_wkv[hs.clone()], GN_EPS);
         if let Some(pg) = params.as_mut() {
             let gr = &mut pg.r_k.of_mut(pg.grads)[hs.clone()];
             for (j, grk) in hs.clone().zip(gr.iter_mut()) {
@@ -89,13 +90,13 @@ pub fn group_norm_bonus_backward(
             }
             let (gn_w, gn_b) = (pg.gn_w.row(hd, N), pg.gn_b.row(hd, N));
             let (y_wkv, g_yh) = (&x.y_wkv[hs.clone()], &g_y[hs.clone()]);
-            layer_norm_param_grads(y_wkv, GN_EPS, g_yh, pg.grads, gn_w, gn_b);
+            layer_norm_param_grads(y_wkv, stats, g_yh, pg.grads, gn_w, gn_b);
         }
         let gn_w = &p.gn_w[hs.clone()];
         layer_norm_backward(
             &x.y_wkv[hs.clone()],
             gn_w,
-            GN_EPS,
+            stats,
             &g_y[hs.clone()],
             &mut g_y_wkv[hs],
         );

@@ -23,7 +23,7 @@
 //! Files: this one holds the config, the weights' slots, the state and trace layouts and the
 //! step and backward sequences; [`block`] the two halves of a block as call sequences of the
 //! layers, each layer a `*_forward` beside its `*_backward`: [`wkv`] (delta-rule state update
-//! and readout), [`group_norm`] (per-head norm with the `r·k` bonus, and the gate), [`key`]
+//! and readout, every head of a step in one kernel: [`crate::kernels::wkv_forward`]), [`group_norm`] (per-head norm with the `r·k` bonus, and the gate), [`key`]
 //! (kk normalisation, the written key), [`low_rank`] (the four low-rank paths) and [`ffn`];
 //! the norms, token shift and linear maps are [`crate::model::layers`]. Each layout is one
 //! declaration read as slots, counts and views ([`crate::model::layout`]).
@@ -47,8 +47,8 @@ use anyhow::{Result, bail};
 
 use crate::kernels;
 use crate::model::layers::{
-    Linear, MAX_STEPS, layer_norm, layer_norm_backward, layer_norm_param_grads, row, row_mut,
-    step_rows,
+    Linear, MAX_STEPS, layer_norm, layer_norm_backward, layer_norm_param_grads, ln_stats, row,
+    row_mut, step_rows,
 };
 use crate::model::layout::{Blocks, Layout, carve_mut, register};
 use crate::model::{Build, Layouts, Network, VOCAB};
@@ -831,12 +831,13 @@ fn head_backward(
     let (w, b) = (sl.final_norm_w, sl.final_norm_b);
     for t in (0..n).rev() {
         let x_final = seg.top(t).x_final;
+        let stats = ln_stats(x_final, LN_EPS);
         if train {
-            layer_norm_param_grads(x_final, LN_EPS, row(g.xn, t, c), grads, w, b);
+            layer_norm_param_grads(x_final, stats, row(g.xn, t, c), grads, w, b);
         }
         if below {
             let (g_xn, g_x) = (row(g.xn, t, c), row_mut(g.x, t, c));
-            layer_norm_backward(x_final, params.get(w), LN_EPS, g_xn, g_x);
+            layer_norm_backward(x_final, params.get(w), stats, g_xn, g_x);
         }
     }
 }
@@ -854,16 +855,16 @@ fn input_backward(
     let mut g_x0 = [0.0f32; crate::model::MAX_DIM];
     for t in (0..seg.n()).rev() {
         let top = seg.top(t);
-        let g_x = row(g.x, t, c);
+        let (g_x, stats) = (row(g.x, t, c), ln_stats(top.x0, LN_EPS));
         // 2. x = LN_pre(x0)
         if scope.has(PRE_NORM) {
             let (w, b) = (sl.pre_norm_w, sl.pre_norm_b);
-            layer_norm_param_grads(top.x0, LN_EPS, g_x, grads, w, b);
+            layer_norm_param_grads(top.x0, stats, g_x, grads, w, b);
         }
         // 1. x0 = embed[token]
         if scope.has(EMBED) {
             let g_x0 = &mut g_x0[..c];
-            layer_norm_backward(top.x0, params.get(sl.pre_norm_w), LN_EPS, g_x, g_x0);
+            layer_norm_backward(top.x0, params.get(sl.pre_norm_w), stats, g_x, g_x0);
             let row = sl.embed.row(top.token[0] as usize, c);
             kernels::add_assign(row.of_mut(grads), g_x0);
         }
