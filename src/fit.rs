@@ -45,17 +45,18 @@ pub fn fit_bits(len: u64) -> u32 {
 /// The values [`context_bits`] chooses.
 pub const CONTEXT_CHOSEN: RangeInclusive<usize> = 10..=14;
 
-/// Log2 rows per context table for an input of `len` bytes: `ceil(log2 len) − 4` within
+/// Log2 rows per context table for an input of `len` bytes: `ceil(log2 len) − 5` within
 /// [`CONTEXT_CHOSEN`]. An input has far fewer distinct contexts of two and three bytes, and
-/// words, than bytes: with rows for a sixteenth of its bytes, calgary/progc and canterbury/sum
-/// (about 40 KB) code within 0.2% of the size with 16 times the rows (docs/experiments.md,
+/// words, than bytes: with rows for a 32nd of its bytes, calgary/progc and canterbury/sum
+/// (about 40 KB) code within 0.3% of the size with 8 times the rows, and a small input's
+/// tables, their gradients and Adam's moments stay within a few MiB (docs/experiments.md,
 /// 2026-12-03, "Context inputs").
 pub fn context_bits(len: u64) -> usize {
     let log = match len {
         0 | 1 => 0,
         n => 64 - (n - 1).leading_zeros() as usize,
     };
-    log.saturating_sub(4)
+    log.saturating_sub(5)
         .clamp(*CONTEXT_CHOSEN.start(), *CONTEXT_CHOSEN.end())
 }
 
@@ -172,15 +173,15 @@ mod tests {
     fn context_tables_shrink_for_small_inputs_and_never_grow() {
         assert_eq!(context_bits(0), 10);
         assert_eq!(context_bits(5000), 10);
-        assert_eq!(context_bits(40_000), 12);
-        assert_eq!(context_bits(1 << 17), 13);
-        assert_eq!(context_bits((1 << 17) + 1), 14);
+        assert_eq!(context_bits(40_000), 11);
+        assert_eq!(context_bits(1 << 17), 12);
+        assert_eq!(context_bits((1 << 18) + 1), 14);
         assert_eq!(context_bits(u64::MAX), 14);
         let level = levels::default_recipe(ModelKind::Mamba1);
         assert_eq!(ctx_of(&level), 14);
         let small = fitted(&level, 40_000);
-        assert_eq!(ctx_of(&small), 12);
-        assert!(small.to_text().contains(",ctx=12,"), "{small}");
+        assert_eq!(ctx_of(&small), 11);
+        assert!(small.to_text().contains(",ctx=11,"), "{small}");
         assert!(small.config().param_count() < level.config().param_count());
         assert_eq!(ctx_of(&fitted(&level, 1 << 30)), 14);
         // A recipe with smaller tables, or none, keeps them.
@@ -188,8 +189,9 @@ mod tests {
         assert_eq!(ctx_of(&fitted(&fewer, 1 << 30)), 11);
         let none = level.edit("cfg:ctx=0", None).unwrap();
         assert_eq!(ctx_of(&fitted(&none, 40_000)), 0);
+        assert_eq!(ctx_of(&fitted(&fewer, 40_000)), 11);
         // Even without a stage.
         let off = level.edit("mix:off", None).unwrap();
-        assert_eq!(ctx_of(&fitted(&off, 40_000)), 12);
+        assert_eq!(ctx_of(&fitted(&off, 40_000)), 11);
     }
 }

@@ -157,7 +157,7 @@ const MODES: [(&str, &[&str]); 4] = [
 fn golden_training(kind: ModelKind) -> &'static str {
     match kind {
         ModelKind::Mamba1 => {
-            "cfg:state=16,conv=4 mix:off 0..:train(state=rebuild,b1=0.9,b2=0.999,\
+            "cfg:state=16,conv=4,ctx=0 mix:off 0..:train(state=rebuild,b1=0.9,b2=0.999,\
              eps=1e-8,b2warm=0,warmup=0,decay=0,floor=0,bptt0=0,focus=0)"
         }
         ModelKind::Rwkv7 => {
@@ -729,8 +729,8 @@ fn info_expands_a_compact_header_to_the_whole_recipe() {
     assert_ok(&out);
     let info = String::from_utf8_lossy(&out.stdout);
     // 18 bytes of a level's header (docs/format.md) and the edits' text: the flag's, and the
-    // stage sized for the file (src/fit.rs).
-    let edit = "mix:fit=17 0..:train(lr=0.001)";
+    // network's context tables and the stage sized for the file (src/fit.rs).
+    let edit = "cfg:ctx=10 mix:fit=17 0..:train(lr=0.001)";
     let line = format!(
         "header:           {} bytes, stored as level 2 with {edit}",
         18 + edit.len()
