@@ -84,7 +84,7 @@ macro_rules! train_fast_ends {
 /// binaries 0.1–7%, text and source within ±0.1%), at no measurable cost in time
 /// (docs/experiments.md, "Convolution width"). Every Mamba-1 level reads context inputs (three
 /// hashed embeddings of 2^14 rows: the last two bytes, the last three, the word so far;
-/// src/model/context.rs): with the stage, 0.64% fewer bytes over five files of four kinds at
+/// src/model/context.rs): with the stage, 0.61% fewer bytes over five files of four kinds at
 /// the default and 0.79% at level 1, every file smaller, for about 7% more time
 /// (docs/experiments.md, 2026-12-03, "Context inputs").
 pub const LEVELS: [Level; MAX_LEVEL as usize] = [

@@ -4,7 +4,7 @@
 //!
 //! A small recurrent network has to hold its short contexts in its state; these rows hand them
 //! to it directly, so the state is free for what the mixing stage's counters do not see. With
-//! the stage, at the default level, 0.64% fewer bytes over five files of four kinds for about 7%
+//! the stage, at the default level, 0.61% fewer bytes over five files of four kinds for about 7%
 //! more time (docs/experiments.md, 2026-12-03, "Context inputs").
 //!
 //! The hashes are integer arithmetic on the bytes; what they need of the past (two bytes and
