@@ -1,17 +1,21 @@
 //! Memory to fit the input: when the length of an input is known before it is coded (a file,
 //! `--size`, [`crate::Options::size`], a block, `lmzip bench`), the mixing stage's large
-//! tables are sized for it. The size is the recipe's mix key `fit` (docs/recipes.md), so the
+//! tables are sized for it. The size is the recipe's mix key `cap` (docs/recipes.md), so the
 //! header records it and the decoder never infers it; a file's recipe without the key has the
 //! level's sizes, as every file written before it had.
 //!
-//! `fit = N` caps the hashed context tables and the match model's window at 2^N entries
-//! ([`crate::mix::MixSpec::sized`]; the tables of a quarter size follow), the maps by the last
-//! two bytes and by the last byte at 2^(N−4) contexts, and the indirect history by the last
-//! three bytes at 2^N entries (src/mix/sse.rs, netmaps.rs, indirect.rs). N is chosen as `ceil((log2 len + FIT_OFFSET) / 2)`,
+//! `cap = N` gives the context tables of orders 3 and up and of words 2^N counters at most,
+//! and each other family, map and window its own size against N
+//! ([`crate::mix::Part::offset`]). N is chosen as `ceil((log2 len + FIT_OFFSET) / 2)`,
 //! within [`FIT_CHOSEN`]: a table of 2^N counters then holds about `sqrt(2^20 / len)`
-//! counters per input byte (4 at 64 KiB, 1 at 1 MiB), the most that keeps inputs up to 64 KiB
-//! within 32 MiB and up to 1 MiB within 96 MiB, where each step of N costs the whole table
-//! size (docs/experiments.md, "Memory to fit the input").
+//! counters per input byte (4 at 64 KiB, 1 at 1 MiB), which keeps inputs up to 64 KiB within
+//! 32 MiB and up to 1 MiB within 96 MiB of resident memory, where each step of N costs the
+//! whole table size; from 128 KiB to 1 MiB N is 20 ([`FIT_FROM_128K`]), where 19 cost more
+//! than 0.5% (docs/experiments.md, "Memory to fit the input").
+//!
+//! The first builds that sized the stage wrote the key `fit` instead (every family capped at
+//! 2^N alike, about a fifth more memory at the same N): such files decode as they were
+//! written, and a recipe may still give `fit`; [`fitted`] writes `cap`.
 
 use std::ops::RangeInclusive;
 
@@ -19,14 +23,15 @@ use crate::mix::MixSpec;
 use crate::recipe::{Recipe, UnresolvedPercent};
 
 /// The values [`fit_bits`] chooses: 2^17 counters is about 0.5 MiB a table; from 2^22 on
-/// today's levels' stages are as they are (and [`fitted`] leaves the key out).
+/// today's levels' stages are nearly as they are (and [`fitted`] leaves the key out where it
+/// changes nothing).
 pub const FIT_CHOSEN: RangeInclusive<u32> = 17..=24;
 
 /// The offset of the choice, log2 (see the module's docs).
 pub const FIT_OFFSET: u32 = 20;
 
-/// The `fit` for an input of `len` bytes: `ceil((log2 len + FIT_OFFSET) / 2)` within
-/// [`FIT_CHOSEN`].
+/// The `cap` for an input of `len` bytes: `ceil((log2 len + FIT_OFFSET) / 2)` within
+/// [`FIT_CHOSEN`], and at least [`FIT_FROM_128K`] above 128 KiB.
 pub fn fit_bits(len: u64) -> u32 {
     // ceil(log2 len) is the least L with len <= 2^L; ceil((log2 len + c) / 2) is the least N
     // with len <= 2^(2N − c), so N = ceil((L + c) / 2) with L = ceil(log2 len).
@@ -34,24 +39,29 @@ pub fn fit_bits(len: u64) -> u32 {
         0 | 1 => 0,
         n => 64 - (n - 1).leading_zeros(),
     };
-    (log + FIT_OFFSET)
-        .div_ceil(2)
-        .clamp(*FIT_CHOSEN.start(), *FIT_CHOSEN.end())
+    let n = (log + FIT_OFFSET).div_ceil(2);
+    let n = if log >= 18 { n.max(FIT_FROM_128K) } else { n };
+    n.clamp(*FIT_CHOSEN.start(), *FIT_CHOSEN.end())
 }
 
-/// `recipe` for an input of `len` bytes: its stage with `fit` chosen for `len` when that
-/// makes the stage smaller; as it is when it has no stage, a stage with `fit` already, or one
+/// The `cap` of inputs over 128 KiB (up to 1 MiB; above, the formula gives more): 2^19
+/// cost obj2 (241 KiB) 0.7% against the level's sizes, 2^20 0.2%, within the 96 MiB that
+/// inputs up to 1 MiB may take.
+pub const FIT_FROM_128K: u32 = 20;
+
+/// `recipe` for an input of `len` bytes: its stage with `cap` chosen for `len` when that
+/// makes the stage smaller; as it is when it has no stage, a stage with `fit` or `cap` already, or one
 /// that is already as small, and for an empty input (which codes nothing: its member stays
 /// the level's 24 bytes, and its tables are never touched).
 pub fn fitted(recipe: &Recipe, len: u64) -> Recipe {
-    let Some(mix) = recipe.mix.filter(|m| m.fit == 0 && len > 0) else {
+    let Some(mix) = recipe.mix.filter(|m| m.fit == 0 && m.cap == 0 && len > 0) else {
         return recipe.clone();
     };
     let fitted = MixSpec {
-        fit: fit_bits(len),
+        cap: fit_bits(len),
         ..mix
     };
-    // `fit` only ever lowers sizes, and every size it lowers is counted in `bytes`.
+    // `cap` only ever lowers sizes, and every size it lowers is counted in `bytes`.
     if fitted.bytes() >= mix.bytes() {
         return recipe.clone();
     }
@@ -89,6 +99,8 @@ mod tests {
         assert_eq!(at(1 << 10), 17);
         assert_eq!(at(1 << 16), (16 + FIT_OFFSET).div_ceil(2));
         assert_eq!(at((1 << 16) + 1), (17 + FIT_OFFSET).div_ceil(2));
+        assert_eq!(at(1 << 17), (17 + FIT_OFFSET).div_ceil(2));
+        assert_eq!(at((1 << 17) + 1), FIT_FROM_128K);
         assert_eq!(at(1 << 20), (20 + FIT_OFFSET).div_ceil(2));
         assert_eq!(at(u64::MAX), 24);
         let mut last = 0;
@@ -104,22 +116,24 @@ mod tests {
         let level = levels::default_recipe(ModelKind::Mamba1);
         let small = fitted(&level, 5000);
         let mix = small.mix.unwrap();
-        assert_eq!(mix.fit, 17);
+        assert_eq!((mix.fit, mix.cap), (0, 17));
         assert!(
             mix.bytes() * 8 < level.mix.unwrap().bytes(),
             "{}",
             mix.bytes()
         );
-        assert!(small.to_text().contains(",fit=17,"), "{small}");
+        assert!(small.to_text().contains(",cap=17 "), "{small}");
         // Where the cap changes no size, the recipe stays the level's; an empty input too.
         assert_eq!(fitted(&level, 1 << 40), level);
         assert_eq!(fitted(&level, 0), level);
-        assert_eq!(fitted(&level, 1).mix.unwrap().fit, 17);
+        assert_eq!(fitted(&level, 1).mix.unwrap().cap, 17);
         // Without a stage, or with `fit` given, nothing changes.
         let off = level.edit("mix:off", None).unwrap();
         assert_eq!(fitted(&off, 5000), off);
-        let given = level.edit("mix:fit=20", None).unwrap();
-        assert_eq!(fitted(&given, 5000), given);
+        for key in ["mix:fit=20", "mix:cap=20"] {
+            let given = level.edit(key, None).unwrap();
+            assert_eq!(fitted(&given, 5000), given);
+        }
         // Unknown length, or sizes the user chose: the level's.
         assert_eq!(for_input(&level, None, true).unwrap(), level);
         assert_eq!(for_input(&level, Some(5000), false).unwrap(), level);
