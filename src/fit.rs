@@ -1,17 +1,21 @@
 //! Memory to fit the input: when the length of an input is known before it is coded (a file,
 //! `--size`, [`crate::Options::size`], a block, `lmzip bench`), the mixing stage's large
-//! tables are sized for it. The size is the recipe's mix key `fit` (docs/recipes.md), so the
+//! tables are sized for it. The size is the recipe's mix key `cap` (docs/recipes.md), so the
 //! header records it and the decoder never infers it; a file's recipe without the key has the
 //! level's sizes, as every file written before it had.
 //!
-//! `fit = N` caps the hashed context tables and the match model's window at 2^N entries
-//! ([`crate::mix::MixSpec::sized`]; the tables of a quarter size follow), the maps by the last
-//! two bytes and by the last byte at 2^(N−4) contexts, and the indirect history by the last
-//! three bytes at 2^N entries (src/mix/sse.rs, netmaps.rs, indirect.rs). N is chosen as `ceil((log2 len + FIT_OFFSET) / 2)`,
+//! `cap = N` gives the context tables of orders 3 and up and of words 2^N counters at most,
+//! and each other family, map and window its own size against N
+//! ([`crate::mix::Part::offset`]). N is chosen as `ceil((log2 len + FIT_OFFSET) / 2)`,
 //! within [`FIT_CHOSEN`]: a table of 2^N counters then holds about `sqrt(2^20 / len)`
-//! counters per input byte (4 at 64 KiB, 1 at 1 MiB), the most that keeps inputs up to 64 KiB
-//! within 32 MiB and up to 1 MiB within 96 MiB, where each step of N costs the whole table
-//! size (docs/experiments.md, "Memory to fit the input").
+//! counters per input byte (4 at 64 KiB, 1 at 1 MiB), which keeps inputs up to 64 KiB within
+//! 32 MiB and up to 1 MiB within 96 MiB of resident memory, where each step of N costs the
+//! whole table size; from 128 KiB to 1 MiB N is 20 ([`FIT_FROM_128K`]), where 19 cost more
+//! than 0.5% (docs/experiments.md, "Memory to fit the input").
+//!
+//! The first builds that sized the stage wrote the key `fit` instead (every family capped at
+//! 2^N alike, about a fifth more memory at the same N): such files decode as they were
+//! written, and a recipe may still give `fit`; [`fitted`] writes `cap`.
 //!
 //! A Mamba-1 network's context embeddings (its size `ctx`, src/model/context.rs) are sized for
 //! the input the same way: [`context_bits`] rows per table, never more than the recipe's.
@@ -22,14 +26,15 @@ use crate::mix::MixSpec;
 use crate::recipe::{Base, ModelConfig, Recipe, UnresolvedPercent};
 
 /// The values [`fit_bits`] chooses: 2^17 counters is about 0.5 MiB a table; from 2^22 on
-/// today's levels' stages are as they are (and [`fitted`] leaves the key out).
+/// today's levels' stages are nearly as they are (and [`fitted`] leaves the key out where it
+/// changes nothing).
 pub const FIT_CHOSEN: RangeInclusive<u32> = 17..=24;
 
 /// The offset of the choice, log2 (see the module's docs).
 pub const FIT_OFFSET: u32 = 20;
 
-/// The `fit` for an input of `len` bytes: `ceil((log2 len + FIT_OFFSET) / 2)` within
-/// [`FIT_CHOSEN`].
+/// The `cap` for an input of `len` bytes: `ceil((log2 len + FIT_OFFSET) / 2)` within
+/// [`FIT_CHOSEN`], and at least [`FIT_FROM_128K`] above 128 KiB.
 pub fn fit_bits(len: u64) -> u32 {
     // ceil(log2 len) is the least L with len <= 2^L; ceil((log2 len + c) / 2) is the least N
     // with len <= 2^(2N − c), so N = ceil((L + c) / 2) with L = ceil(log2 len).
@@ -37,44 +42,53 @@ pub fn fit_bits(len: u64) -> u32 {
         0 | 1 => 0,
         n => 64 - (n - 1).leading_zeros(),
     };
-    (log + FIT_OFFSET)
-        .div_ceil(2)
-        .clamp(*FIT_CHOSEN.start(), *FIT_CHOSEN.end())
+    let n = (log + FIT_OFFSET).div_ceil(2);
+    let n = if log >= 18 { n.max(FIT_FROM_128K) } else { n };
+    n.clamp(*FIT_CHOSEN.start(), *FIT_CHOSEN.end())
 }
 
 /// The values [`context_bits`] chooses.
-pub const CONTEXT_CHOSEN: RangeInclusive<usize> = 10..=14;
+pub const CONTEXT_CHOSEN: RangeInclusive<usize> = 9..=14;
 
-/// Log2 rows per context table for an input of `len` bytes: `ceil(log2 len) − 5` within
-/// [`CONTEXT_CHOSEN`]. An input has far fewer distinct contexts of two and three bytes, and
-/// words, than bytes: with rows for a 32nd of its bytes, calgary/progc and canterbury/sum
-/// (about 40 KB) code within 0.3% of the size with 8 times the rows, and a small input's
-/// tables, their gradients and Adam's moments stay within a few MiB (docs/experiments.md,
-/// 2026-12-03, "Context inputs").
+/// Log2 rows per context table for an input of `len` bytes: 9 up to 64 KiB, 11 up to 1 MiB,
+/// then one more for each doubling up to 14. Each row is 64 floats of weights, gradient and
+/// Adam's second moment (768 bytes; 2^11 rows in three tables take 4.5 MiB), which is what
+/// the memory goals leave beside the stage sized by `cap`: inputs up to 64 KiB within
+/// 32 MiB, up to 1 MiB within 96 MiB. More rows still pay on small inputs (2^11 against 2^9:
+/// 0.2% on calgary/progc and paper1), but the stage's counters pay more for their memory
+/// (docs/experiments.md, "Memory to fit the input, with context inputs").
 pub fn context_bits(len: u64) -> usize {
     let log = match len {
         0 | 1 => 0,
         n => 64 - (n - 1).leading_zeros() as usize,
     };
-    log.saturating_sub(5)
-        .clamp(*CONTEXT_CHOSEN.start(), *CONTEXT_CHOSEN.end())
+    match log {
+        0..=16 => 9,
+        17..=20 => 11,
+        _ => (log - 9).min(*CONTEXT_CHOSEN.end()),
+    }
 }
 
-/// `recipe` for an input of `len` bytes: its stage with `fit` chosen for `len` when that
+/// The `cap` of inputs over 128 KiB (up to 1 MiB; above, the formula gives more): 2^19
+/// cost obj2 (241 KiB) 0.7% against the level's sizes, 2^20 0.2%, within the 96 MiB that
+/// inputs up to 1 MiB may take.
+pub const FIT_FROM_128K: u32 = 20;
+
+/// `recipe` for an input of `len` bytes: its stage with `cap` chosen for `len` when that
 /// makes the stage smaller, and its network's context tables no larger than
-/// [`context_bits`]; as it is when it has no stage, a stage with `fit` already, or one
-/// that is already as small, and for an empty input (which codes nothing: its member stays
+/// [`context_bits`]; as it is when it has no stage, a stage with `fit` or `cap` already, or
+/// one that is already as small, and for an empty input (which codes nothing: its member stays
 /// the level's 24 bytes, and its tables are never touched).
 pub fn fitted(recipe: &Recipe, len: u64) -> Recipe {
     let mut recipe = fitted_context(recipe, len);
-    let Some(mix) = recipe.mix.filter(|m| m.fit == 0 && len > 0) else {
+    let Some(mix) = recipe.mix.filter(|m| m.fit == 0 && m.cap == 0 && len > 0) else {
         return recipe;
     };
     let fitted = MixSpec {
-        fit: fit_bits(len),
+        cap: fit_bits(len),
         ..mix
     };
-    // `fit` only ever lowers sizes, and every size it lowers is counted in `bytes`.
+    // `cap` only ever lowers sizes, and every size it lowers is counted in `bytes`.
     if fitted.bytes() < mix.bytes() {
         recipe.mix = Some(fitted);
     }
@@ -125,6 +139,8 @@ mod tests {
         assert_eq!(at(1 << 10), 17);
         assert_eq!(at(1 << 16), (16 + FIT_OFFSET).div_ceil(2));
         assert_eq!(at((1 << 16) + 1), (17 + FIT_OFFSET).div_ceil(2));
+        assert_eq!(at(1 << 17), (17 + FIT_OFFSET).div_ceil(2));
+        assert_eq!(at((1 << 17) + 1), FIT_FROM_128K);
         assert_eq!(at(1 << 20), (20 + FIT_OFFSET).div_ceil(2));
         assert_eq!(at(u64::MAX), 24);
         let mut last = 0;
@@ -140,22 +156,24 @@ mod tests {
         let level = levels::default_recipe(ModelKind::Mamba1);
         let small = fitted(&level, 5000);
         let mix = small.mix.unwrap();
-        assert_eq!(mix.fit, 17);
+        assert_eq!((mix.fit, mix.cap), (0, 17));
         assert!(
             mix.bytes() * 8 < level.mix.unwrap().bytes(),
             "{}",
             mix.bytes()
         );
-        assert!(small.to_text().contains(",fit=17,"), "{small}");
+        assert!(small.to_text().contains(",cap=17 "), "{small}");
         // Where the cap changes no size, the recipe stays the level's; an empty input too.
         assert_eq!(fitted(&level, 1 << 40), level);
         assert_eq!(fitted(&level, 0), level);
-        assert_eq!(fitted(&level, 1).mix.unwrap().fit, 17);
-        // Without a stage, or with `fit` given, the stage stays as it is.
+        assert_eq!(fitted(&level, 1).mix.unwrap().cap, 17);
+        // Without a stage, or with `fit` or `cap` given, the stage stays as it is.
         let off = level.edit("mix:off", None).unwrap();
         assert_eq!(fitted(&off, 5000).mix, None);
-        let given = level.edit("mix:fit=20", None).unwrap();
-        assert_eq!(fitted(&given, 5000).mix, given.mix);
+        for key in ["mix:fit=20", "mix:cap=20"] {
+            let given = level.edit(key, None).unwrap();
+            assert_eq!(fitted(&given, 5000).mix, given.mix);
+        }
         // Unknown length, or sizes the user chose: the level's.
         assert_eq!(for_input(&level, None, true).unwrap(), level);
         assert_eq!(for_input(&level, Some(5000), false).unwrap(), level);
@@ -171,17 +189,23 @@ mod tests {
 
     #[test]
     fn context_tables_shrink_for_small_inputs_and_never_grow() {
-        assert_eq!(context_bits(0), 10);
-        assert_eq!(context_bits(5000), 10);
-        assert_eq!(context_bits(40_000), 11);
-        assert_eq!(context_bits(1 << 17), 12);
-        assert_eq!(context_bits((1 << 18) + 1), 14);
+        assert_eq!(context_bits(0), 9);
+        assert_eq!(context_bits(5000), 9);
+        assert_eq!(context_bits(1 << 16), 9);
+        assert_eq!(context_bits((1 << 16) + 1), 11);
+        assert_eq!(context_bits(1 << 20), 11);
+        assert_eq!(context_bits((1 << 20) + 1), 12);
+        assert_eq!(context_bits(1 << 22), 13);
+        assert_eq!(context_bits((1 << 22) + 1), 14);
         assert_eq!(context_bits(u64::MAX), 14);
+        for len in [0, 1, 99, 1 << 16, 1 << 20, 1 << 40] {
+            assert!(CONTEXT_CHOSEN.contains(&context_bits(len)), "{len}");
+        }
         let level = levels::default_recipe(ModelKind::Mamba1);
         assert_eq!(ctx_of(&level), 14);
         let small = fitted(&level, 40_000);
-        assert_eq!(ctx_of(&small), 11);
-        assert!(small.to_text().contains(",ctx=11,"), "{small}");
+        assert_eq!(ctx_of(&small), 9);
+        assert!(small.to_text().contains(",ctx=9,"), "{small}");
         assert!(small.config().param_count() < level.config().param_count());
         assert_eq!(ctx_of(&fitted(&level, 1 << 30)), 14);
         // A recipe with smaller tables, or none, keeps them.
@@ -189,9 +213,10 @@ mod tests {
         assert_eq!(ctx_of(&fitted(&fewer, 1 << 30)), 11);
         let none = level.edit("cfg:ctx=0", None).unwrap();
         assert_eq!(ctx_of(&fitted(&none, 40_000)), 0);
-        assert_eq!(ctx_of(&fitted(&fewer, 40_000)), 11);
+        assert_eq!(ctx_of(&fitted(&fewer, 40_000)), 9);
+        assert_eq!(ctx_of(&fitted(&fewer, 1 << 20)), 11);
         // Even without a stage.
         let off = level.edit("mix:off", None).unwrap();
-        assert_eq!(ctx_of(&fitted(&off, 40_000)), 11);
+        assert_eq!(ctx_of(&fitted(&off, 40_000)), 9);
     }
 }

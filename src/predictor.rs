@@ -202,7 +202,7 @@ impl<N: Network> Predictor<N> {
             params,
             bias,
             bias_group,
-            optimizer: Optimizer::new(),
+            optimizer: Optimizer::keeping_first_moment(recipe.keeps_first_moment()),
             recipe: recipe.clone(),
             schedule,
             run: Run {

@@ -4,7 +4,7 @@
 //!
 //! | name | kind | what |
 //! |---|---|---|
-//! | `lmzip.adam.m.<tensor>`, `lmzip.adam.v.<tensor>` | tensor | Adam's moments of every parameter tensor (absent before the first Adam step) |
+//! | `lmzip.adam.m.<tensor>`, `lmzip.adam.v.<tensor>` | tensor | Adam's moments of every parameter tensor (absent before the first Adam step; the first moment absent where the run keeps none: every rule at β1 = 0) |
 //! | `lmzip.state.<part>` | tensor | the recurrent state the replay starts from |
 //! | `lmzip.format` | metadata | `1`: the version of this layout |
 //! | `lmzip.numerics` | metadata | the numerics version of the build that saved it |
@@ -41,7 +41,7 @@ const MAX_REPLAY: usize = crate::recipe::MAX_BPTT + 1;
 /// Resume data read from a model file.
 pub struct Resume {
     /// Adam's moments laid out like the parameters, when the file has them.
-    pub moments: Option<(Vec<f32>, Vec<f32>)>,
+    pub moments: Option<Moments>,
     pub adam_steps: u64,
     /// Bytes learned before this run.
     pub position: u64,
@@ -59,7 +59,7 @@ pub struct Saved<'a, N: Network> {
     pub kind: ModelKind,
     pub recipe: &'a Recipe,
     pub params: &'a ParamSet,
-    pub moments: Option<(&'a [f32], &'a [f32])>,
+    pub moments: Option<(Option<&'a [f32]>, &'a [f32])>,
     pub adam_steps: u64,
     pub position: u64,
     pub net: &'a N,
@@ -76,7 +76,9 @@ pub fn save<N: Network>(s: &Saved<'_, N>) -> Result<Vec<u8>> {
     let mut extra: Vec<(String, Vec<usize>, &[f32])> = Vec::new();
     if let Some((m, v)) = s.moments {
         for t in &s.params.tensors {
-            extra.push((format!("{ADAM_M}{}", t.name), t.shape.clone(), t.slot.of(m)));
+            if let Some(m) = m {
+                extra.push((format!("{ADAM_M}{}", t.name), t.shape.clone(), t.slot.of(m)));
+            }
             extra.push((format!("{ADAM_V}{}", t.name), t.shape.clone(), t.slot.of(v)));
         }
     }
@@ -187,34 +189,42 @@ fn read_weights(text: &str, n: usize) -> Result<Vec<f32>> {
     Ok(weights)
 }
 
-fn read_moments(file: &ModelFile, params: &ParamSet) -> Result<Option<(Vec<f32>, Vec<f32>)>> {
-    if !file
-        .tensors
-        .keys()
-        .any(|k| k.starts_with(ADAM_M) || k.starts_with(ADAM_V))
-    {
+/// Adam's moments: the second of every tensor, and the first unless the saving run kept none
+/// (every rule at β1 = 0).
+fn read_moments(file: &ModelFile, params: &ParamSet) -> Result<Option<Moments>> {
+    let count = |prefix: &str| {
+        file.tensors
+            .keys()
+            .filter(|k| k.starts_with(prefix))
+            .count()
+    };
+    let (firsts, seconds) = (count(ADAM_M), count(ADAM_V));
+    if firsts + seconds == 0 {
         return Ok(None);
     }
-    let mut m = params.zeros_like();
-    let mut v = params.zeros_like();
-    for t in &params.tensors {
-        for (prefix, buf) in [(ADAM_M, &mut m), (ADAM_V, &mut v)] {
-            let name = format!("{prefix}{}", t.name);
-            let saved = tensor(file, &name, &t.shape)?;
-            t.slot.of_mut(buf).copy_from_slice(&saved.data);
+    let read = |prefix: &str| -> Result<Vec<f32>> {
+        let mut buf = params.zeros_like();
+        for t in &params.tensors {
+            let saved = tensor(file, &format!("{prefix}{}", t.name), &t.shape)?;
+            t.slot.of_mut(&mut buf).copy_from_slice(&saved.data);
         }
-    }
-    let expected = 2 * params.tensors.len();
-    let present = file
-        .tensors
-        .keys()
-        .filter(|k| k.starts_with(ADAM_M) || k.starts_with(ADAM_V))
-        .count();
-    if present != expected {
+        Ok(buf)
+    };
+    let v = read(ADAM_V)?;
+    let m = if firsts > 0 {
+        Some(read(ADAM_M)?)
+    } else {
+        None
+    };
+    let n = params.tensors.len();
+    if seconds != n || (firsts != 0 && firsts != n) {
         bail!("the file has Adam moments for tensors this model does not have");
     }
     Ok(Some((m, v)))
 }
+
+/// Adam's first moment (when kept) and second moment, laid out like the parameters.
+pub type Moments = (Option<Vec<f32>>, Vec<f32>);
 
 fn read_state<N: Network>(file: &ModelFile, net: &N, state: &mut N::State) -> Result<()> {
     let present = file.tensors.keys().filter(|k| k.starts_with(STATE)).count();

@@ -730,7 +730,7 @@ fn info_expands_a_compact_header_to_the_whole_recipe() {
     let info = String::from_utf8_lossy(&out.stdout);
     // 18 bytes of a level's header (docs/format.md) and the edits' text: the flag's, and the
     // network's context tables and the stage sized for the file (src/fit.rs).
-    let edit = "cfg:ctx=10 mix:fit=17 0..:train(lr=0.001)";
+    let edit = "cfg:ctx=9 mix:cap=17 0..:train(lr=0.001)";
     let line = format!(
         "header:           {} bytes, stored as level 2 with {edit}",
         18 + edit.len()

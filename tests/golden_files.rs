@@ -17,6 +17,8 @@
 //!   recomputed, as for `v2/`.
 //! - `tests/golden/v2-n4/*.lmz` are the same files as this build (numerics version 4) writes
 //!   them: each must decode and be reproduced byte for byte.
+//! - From numerics version 3 on, the sets hold a stage sized for its input by each of the two
+//!   keys that do it (`fit`, written by the builds before `cap`, and `cap`).
 //!
 //! Changing these files is a numerics or format version decision (docs/determinism.md). If a
 //! change makes them fail, either it altered what the encoder computes by accident (fix it), or
@@ -235,7 +237,22 @@ fn v2_golden(numerics: u8) -> Vec<(String, Recipe, Vec<u8>)> {
             scheduled,
             text.clone(),
         ));
-        out.push((format!("{model}-level1-random.lmz"), level1, random.clone()));
+        out.push((
+            format!("{model}-level1-random.lmz"),
+            level1.clone(),
+            random.clone(),
+        ));
+        if numerics >= 3 {
+            // The stage sized for the input: `fit` as the first builds that sized it wrote it
+            // (numerics 3's two files were written by such a build, commit cb6e521), and
+            // `cap`. What either key computes never changes.
+            for key in ["fit", "cap"] {
+                let sized = level1
+                    .edit_from_level(&format!("mix:{key}=16"), None)
+                    .unwrap();
+                out.push((format!("{model}-level1-{key}.lmz"), sized, text.clone()));
+            }
+        }
         for l in 1..=levels::MAX_LEVEL {
             out.push((
                 format!("{model}-level{l}-empty.lmz"),

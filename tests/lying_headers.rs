@@ -373,21 +373,31 @@ fn the_working_memory_estimate_follows_what_decoding_allocates() {
     }
 }
 
-/// A header whose stage key `fit` is out of range (a huge value, which could only mean "no
-/// cap", or one below what the maps it shrinks allow) is refused before anything is built.
+/// A header whose stage key `fit` or `cap` is out of range (a huge value, which could only
+/// mean "no cap", or one below what the maps it shrinks allow), or that gives both, is
+/// refused before anything is built.
 #[test]
 fn a_header_with_a_huge_or_tiny_fit_is_refused_before_allocating() {
     let _alone = alone();
     let level = lmzip::levels::default_recipe(ModelKind::Mamba1);
     let text = level.to_text();
     assert!(text.contains(",table=22,"), "{text}");
-    for fit in ["4294967295", "99", "29", "15", "1"] {
-        let lying = text.replace(",table=22,", &format!(",table=22,fit={fit},"));
-        let mut f = Vec::new();
-        format::write_header(&mut f, &StoredRecipe::Text(lying)).unwrap();
-        format::write_end(&mut f, 0, 0).unwrap();
-        refused_at_once(&f, "fit");
+    for key in ["fit", "cap"] {
+        for fit in ["4294967295", "99", "29", "15", "1"] {
+            let lying = text.replace(",table=22,", &format!(",table=22,{key}={fit},"));
+            let mut f = Vec::new();
+            format::write_header(&mut f, &StoredRecipe::Text(lying)).unwrap();
+            format::write_end(&mut f, 0, 0).unwrap();
+            refused_at_once(&f, key);
+        }
     }
+    let both = text.replace(",table=22,", ",table=22,fit=18,");
+    let both = both.replace(",ext=4095 ", ",ext=4095,cap=18 ");
+    assert!(both.contains("cap=18"), "{both}");
+    let mut f = Vec::new();
+    format::write_header(&mut f, &StoredRecipe::Text(both)).unwrap();
+    format::write_end(&mut f, 0, 0).unwrap();
+    refused_at_once(&f, "give one of them");
 }
 
 /// A header whose network size `ctx` is out of range (tables below 2^8 rows, or above 2^20,

@@ -247,12 +247,18 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
         1u32..=64,
     );
     let later = (any::<bool>(), any::<bool>(), any::<bool>(), 0u32..=2);
-    let third = (0u32..=4095, prop_oneof![Just(0u32), 16u32..=28]);
+    // The stage's size for its input: none, `fit` or `cap` (never both).
+    let sized = prop_oneof![
+        Just((0u32, 0u32)),
+        (16u32..=28).prop_map(|v| (v, 0)),
+        (16u32..=28).prop_map(|v| (0, v)),
+    ];
+    let third = (0u32..=4095, sized);
     proptest::option::of((first, later, third).prop_map(
         |(
             (orders, word, sparse, matcher, sse, table, rate),
             (conf, pword, select, record),
-            (ext, fit),
+            (ext, (fit, cap)),
         )| {
             MixSpec {
                 orders,
@@ -262,6 +268,7 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
                 sse,
                 table,
                 fit,
+                cap,
                 rate,
                 conf,
                 pword,

@@ -103,8 +103,8 @@ impl Options {
 
     /// The input's length, when known before it is written to an [`crate::Encoder`], as
     /// `--size`: recipes with positions in percent need it, the mixing stage's tables are
-    /// sized for it (the recipe's key `fit`, unless the recipe text gives `table`, `match`
-    /// or `fit` itself), and the input must then have exactly this length
+    /// sized for it (the recipe's key `cap`, unless the recipe text gives `table`, `match`,
+    /// `fit` or `cap` itself), and the input must then have exactly this length
     /// ([`Error::InvalidOptions`] from [`crate::Encoder::finish`]). [`crate::compress`] sets
     /// it from its input; without it an [`crate::Encoder`] uses the level's sizes.
     pub fn size(mut self, len: u64) -> Self {

@@ -171,7 +171,7 @@ impl RecipePlan {
     }
 
     /// Whether the stage may be sized for each input (src/fit.rs): unless `--recipe` gives
-    /// `table`, `match` or `fit` itself.
+    /// `table`, `match`, `fit` or `cap` itself.
     pub fn fits(&self) -> bool {
         !self.text.as_deref().is_some_and(recipe::names_stage_sizes)
     }

@@ -488,6 +488,11 @@ pub fn sgd_update(p: &mut [f32], g: &mut [f32], lr: f32, tiny_grad: f32) {
 /// Adam's update, element by element: `g ← flush(g, tiny_grad)`, `m ← flush(β1 m + (1−β1) g,
 /// tiny_moment)`, `v ← flush(β2 v + (1−β2) g², tiny_moment)`, `p ← p + lr · (m · bc1) /
 /// (√(v · bc2) + ε)`, consuming (zeroing) `g`. `flush(x, t)` is `+0` where `|x| < t`.
+///
+/// An empty `m` means β1 = 0, where the first moment is the flushed gradient itself
+/// (`0 · m + 1 · g` is exactly `g`, a flushed gradient never being −0; an `m` that is not
+/// finite came from a gradient that made its parameter NaN already, which no later step
+/// changes), so it is neither read nor kept: the same bits without a third of the optimizer's memory.
 #[inline]
 pub fn adam_update(c: &AdamCoefs, p: &mut [f32], g: &mut [f32], m: &mut [f32], v: &mut [f32]) {
     Kernels::active().adam_update(c, p, g, m, v)
@@ -1177,6 +1182,30 @@ mod tests {
                 assert_eq!(bits(&m1), bits(&m2), "{k:?} adam m n={n}");
                 assert_eq!(bits(&v1), bits(&v2), "{k:?} adam v n={n}");
                 assert!(g1.iter().all(|&x| x.to_bits() == 0), "gradient consumed");
+
+                // β1 = 0 without a first moment: the bits of the full update at β1 = 0 (whose
+                // bias correction is then 1), on this path and on the scalar twin.
+                let at_zero = AdamCoefs {
+                    beta1: 0.0,
+                    inv_bc1: 1.0,
+                    ..COEFS
+                };
+                // (Finite first moments: see adam_update on those that are not.)
+                let (mut p1, mut g1, mut m1, mut v1) = fresh();
+                for x in &mut m1 {
+                    *x = if x.is_finite() { *x } else { -3.0 };
+                }
+                k.adam_update(&at_zero, &mut p1, &mut g1, &mut m1, &mut v1);
+                for twin in [false, true] {
+                    let (mut p2, mut g2, _, mut v2) = fresh();
+                    match twin {
+                        false => k.adam_update(&at_zero, &mut p2, &mut g2, &mut [], &mut v2),
+                        true => scalar::adam_update(&at_zero, &mut p2, &mut g2, &mut [], &mut v2),
+                    }
+                    assert_eq!(bits(&p1), bits(&p2), "{k:?} β1 = 0 p n={n} twin={twin}");
+                    assert_eq!(bits(&v1), bits(&v2), "{k:?} β1 = 0 v n={n} twin={twin}");
+                    assert!(g2.iter().all(|&x| x.to_bits() == 0), "gradient consumed");
+                }
 
                 let (mut p1, mut g1, ..) = fresh();
                 k.sgd_update(&mut p1, &mut g1, 0.5, COEFS.tiny_grad);

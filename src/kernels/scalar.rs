@@ -143,12 +143,18 @@ pub fn sgd_update(p: &mut [f32], g: &mut [f32], lr: f32, tiny_grad: f32) {
 
 /// Twin of [`super::adam_update`].
 pub fn adam_update(c: &AdamCoefs, p: &mut [f32], g: &mut [f32], m: &mut [f32], v: &mut [f32]) {
-    let n = p.len().min(g.len()).min(m.len()).min(v.len());
+    let kept = !m.is_empty();
+    let n = p.len().min(g.len()).min(v.len());
+    let n = if kept { n.min(m.len()) } else { n };
     for i in 0..n {
         let gi = flush(g[i], c.tiny_grad);
-        let mm = flush(c.beta1 * m[i] + (1.0 - c.beta1) * gi, c.tiny_moment);
+        // Without a first moment (β1 = 0) it is the flushed gradient.
+        let m_old = if kept { m[i] } else { 0.0 };
+        let mm = flush(c.beta1 * m_old + (1.0 - c.beta1) * gi, c.tiny_moment);
         let vv = flush(c.beta2 * v[i] + (1.0 - c.beta2) * (gi * gi), c.tiny_moment);
-        m[i] = mm;
+        if kept {
+            m[i] = mm;
+        }
         v[i] = vv;
         p[i] += c.lr * ((mm * c.inv_bc1) / ((vv * c.inv_bc2).sqrt() + c.eps));
         g[i] = 0.0;

@@ -7,7 +7,7 @@ use std::io;
 
 use super::component::Shared;
 use super::counters::hash;
-use super::spec::MixSpec;
+use super::spec::{MixSpec, Part};
 use super::tables::Family;
 
 /// Bytes of the line before kept (a longer line's tail is read as unknown).
@@ -44,7 +44,7 @@ impl Family for Columns {
     }
 
     fn table_bits(spec: &MixSpec) -> Vec<u32> {
-        vec![spec.quarter_table(); 3]
+        vec![spec.part_bits(Part::Quarter, spec.quarter_table(), 0); 3]
     }
 
     fn bytes(_spec: &MixSpec) -> usize {

@@ -10,15 +10,15 @@ use std::io;
 
 use super::component::Shared;
 use super::counters::hash;
-use super::spec::MixSpec;
+use super::spec::{MixSpec, Part};
 use super::tables::Family;
 
 /// Log2 of the entries of the history after the last three bytes (under `mix:fit`, at most
-/// `fit`).
+/// `fit`; under `mix:cap`, [`Part::After3`]).
 const AFTER3_BITS: u32 = 20;
 
 fn after3_bits(spec: &MixSpec) -> u32 {
-    spec.fit_cap(AFTER3_BITS, 0)
+    spec.part_bits(Part::After3, AFTER3_BITS, 0)
 }
 
 /// The histories of what followed each context (see the module's docs).
@@ -45,7 +45,7 @@ impl Family for Indirect {
     }
 
     fn table_bits(spec: &MixSpec) -> Vec<u32> {
-        vec![spec.quarter_table(); 4]
+        vec![spec.part_bits(Part::Quarter, spec.quarter_table(), 0); 4]
     }
 
     fn bytes(spec: &MixSpec) -> usize {

@@ -55,8 +55,8 @@ pub mod words;
 pub use component::{Component, Declare, Push, Shared};
 pub use netmaps::NetMaps;
 pub use spec::{
-    FIT_BITS, KEYS, MATCH_BITS, MAX_MIX_BYTES, MAX_ORDERS, MixKey, MixSpec, RATE, TABLE_BITS, key,
-    key_names,
+    FIT_BITS, KEYS, MATCH_BITS, MAX_MIX_BYTES, MAX_ORDERS, MixKey, MixSpec, Part, RATE, TABLE_BITS,
+    key, key_names,
 };
 
 use std::io;

@@ -10,7 +10,7 @@ use std::io;
 
 use super::component::Shared;
 use super::counters::hash;
-use super::spec::MixSpec;
+use super::spec::{MixSpec, Part};
 use super::tables::{BinaryClock, Family};
 
 /// Open brackets kept (deeper ones are counted, not remembered).
@@ -63,7 +63,7 @@ impl Family for Nesting {
     }
 
     fn table_bits(spec: &MixSpec) -> Vec<u32> {
-        vec![spec.quarter_table(); 2]
+        vec![spec.part_bits(Part::Quarter, spec.quarter_table(), 0); 2]
     }
 
     fn new(_spec: &MixSpec) -> io::Result<Self> {

@@ -13,7 +13,7 @@ use super::sse::{order1_bits, order1_context};
 pub struct NetMaps {
     order0: Apm,
     order1: Apm,
-    /// Log2 contexts of `order1` (under `mix:fit`, fewer: src/mix/sse.rs).
+    /// Log2 contexts of `order1` (under `mix:fit` or `mix:cap`, fewer: src/mix/sse.rs).
     order1_bits: u32,
 }
 

@@ -5,7 +5,7 @@ use std::io;
 
 use super::component::Shared;
 use super::counters::hash;
-use super::spec::{MixSpec, SMALL_TABLE_BITS, SPARSE};
+use super::spec::{MixSpec, Part, SMALL_TABLE_BITS, SPARSE};
 use super::tables::{BinaryClock, Family};
 
 /// Orders 0 to N: the last `order` bytes (`mix:orders=N`; none for 0). Orders 0 and 1 fit
@@ -21,9 +21,10 @@ impl Family for Orders {
 
     fn table_bits(spec: &MixSpec) -> Vec<u32> {
         (0..=spec.orders)
-            .map(|order| match order <= 1 {
-                true => SMALL_TABLE_BITS,
-                false => spec.table,
+            .map(|order| match order {
+                0 | 1 => SMALL_TABLE_BITS,
+                2 => spec.part_bits(Part::Order2, spec.table, 0),
+                _ => spec.part_bits(Part::Table, spec.table, 0),
             })
             .collect()
     }
@@ -56,7 +57,10 @@ impl Family for Sparse {
 
     fn table_bits(spec: &MixSpec) -> Vec<u32> {
         (0..SPARSE.len())
-            .map(|i| if i < 2 { SMALL_TABLE_BITS } else { spec.table })
+            .map(|i| match i < 2 {
+                true => SMALL_TABLE_BITS,
+                false => spec.part_bits(Part::Sparse, spec.table, 0),
+            })
             .collect()
     }
 
@@ -99,7 +103,7 @@ impl Family for Sparse2 {
     }
 
     fn table_bits(spec: &MixSpec) -> Vec<u32> {
-        vec![spec.quarter_table(); SPARSE2.len() + 3]
+        vec![spec.part_bits(Part::Sparse2, spec.quarter_table(), 0); SPARSE2.len() + 3]
     }
 
     fn new(_spec: &MixSpec) -> io::Result<Self> {

@@ -13,7 +13,7 @@ use std::io;
 
 use super::component::Shared;
 use super::counters::hash;
-use super::spec::MixSpec;
+use super::spec::{MixSpec, Part};
 use super::tables::Family;
 
 /// Longest record length found.
@@ -168,7 +168,7 @@ impl Family for RecordTables {
 
     fn table_bits(spec: &MixSpec) -> Vec<u32> {
         let n = if spec.record == 1 { 2 } else { 3 };
-        vec![spec.table; n]
+        vec![spec.part_bits(Part::Record, spec.table, 0); n]
     }
 
     fn bytes(_spec: &MixSpec) -> usize {

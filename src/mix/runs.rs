@@ -9,7 +9,7 @@ use std::io;
 use super::component::{Component, Declare, Push, Shared};
 use super::counters::hash;
 use super::logistic::stretch;
-use super::spec::MixSpec;
+use super::spec::{MixSpec, Part};
 
 /// The orders a run is kept for.
 const ORDERS: [u32; 5] = [1, 2, 3, 4, 6];
@@ -54,6 +54,11 @@ pub struct Runs {
     orders: Vec<Order>,
 }
 
+/// Log2 slots of each order's run table: a quarter of `table` (under `cap`, [`Part::Quarter`]).
+fn run_bits(spec: &MixSpec) -> u32 {
+    spec.part_bits(Part::Quarter, spec.quarter_table(), 0)
+}
+
 fn run_bucket(run: u32) -> usize {
     match run {
         0..=11 => run as usize,
@@ -71,11 +76,11 @@ impl Component for Runs {
 
     fn declare(spec: &MixSpec, d: &mut Declare) {
         d.inputs(ORDERS.len());
-        d.memory(ORDERS.len() * (4 << spec.quarter_table()));
+        d.memory(ORDERS.len() * (4 << run_bits(spec)));
     }
 
     fn new(spec: &MixSpec) -> io::Result<Self> {
-        let bits = spec.quarter_table();
+        let bits = run_bits(spec);
         Ok(Runs {
             orders: ORDERS
                 .iter()

@@ -21,10 +21,16 @@ pub struct MixSpec {
     pub sse: bool,
     /// Counters per context table above order 1, log2.
     pub table: u32,
-    /// The stage sized for its input (0: not; src/fit.rs chooses it from the input's length):
-    /// `table` and `match` capped at this log2 size, and the other large maps with them
-    /// ([`MixSpec::sized`]).
+    /// The stage sized for its input, as the first builds that sized it wrote it (0: not;
+    /// files keep it, new ones get `cap`): `table` and `match` capped at this log2 size, and
+    /// the other large maps with them ([`MixSpec::sized`]).
     pub fit: u32,
+    /// The stage sized for its input, second form (0: not; src/fit.rs chooses it, and writes
+    /// it rather than `fit` since it was added): like `fit`, the largest tables at `2^cap`
+    /// counters, but each family of tables, map and window sized apart ([`Part::offset`]),
+    /// for about a fifth less memory than `fit` at the same value. `fit` and `cap` are not
+    /// given together.
+    pub cap: u32,
     /// The mixer's learning rate (1/16384 units, see [`super::mixer`]).
     pub rate: u32,
     /// Per context table, a learned map from (count, whether the context was deterministic so
@@ -78,6 +84,55 @@ pub struct MixSpec {
     pub nest: bool,
 }
 
+/// What `cap` sizes apart ([`MixSpec::part_bits`]): each family of tables, map or window
+/// gets `2^(cap + offset)` entries at most ([`Part::offset`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// Orders 3 and up and the word tables: `cap`.
+    Table,
+    /// The order-2 table (fewer contexts than it has slots on small inputs).
+    Order2,
+    /// The two sparse tables of `table` counters.
+    Sparse,
+    /// The record model's tables.
+    Record,
+    /// The tables of a quarter of `table`: indirect, columns, nesting, the run model.
+    Quarter,
+    /// The second sparse tables (`ext` 1024).
+    Sparse2,
+    /// The maps by the last byte (SSE order 1, the network's map).
+    Map1,
+    /// The SSE map by the last two bytes.
+    Map2,
+    /// The match model's window.
+    Match,
+    /// The indirect history by the last three bytes.
+    After3,
+}
+
+impl Part {
+    /// Log2 of the part's size against `cap`. Measured on inputs of 21 KB to 1 MB of text,
+    /// code and binaries (docs/experiments.md, "Memory to fit the input, second form"): the
+    /// maps by the last byte fill on binaries (every byte value comes round) and cost nothing
+    /// at a quarter of `fit`'s size; the record, sparse and order-2 tables hold fewer contexts
+    /// than the high orders. From `cap` 19 on (inputs over 64 KiB) the budget is looser and
+    /// the record tables, the match window and the history keep more.
+    pub fn offset(self, cap: u32) -> i32 {
+        let large = cap >= 19;
+        match self {
+            Part::Table => 0,
+            Part::Order2 | Part::Sparse => -1,
+            Part::Record if large => -1,
+            Part::Record => -2,
+            Part::Quarter | Part::Sparse2 => -2,
+            Part::Map1 => -6,
+            Part::Map2 => -4,
+            Part::Match | Part::After3 if large => 0,
+            Part::Match | Part::After3 => -1,
+        }
+    }
+}
+
 /// Most memory the stage may take in this build: a header asking for more is refused before
 /// anything is allocated.
 pub const MAX_MIX_BYTES: usize = 1 << 30;
@@ -85,7 +140,8 @@ pub const MAX_ORDERS: u32 = 8;
 pub const TABLE_BITS: std::ops::RangeInclusive<u32> = 12..=24;
 pub const MATCH_BITS: std::ops::RangeInclusive<u32> = 12..=28;
 pub const RATE: std::ops::RangeInclusive<u32> = 1..=64;
-/// Values of the key `fit` besides 0 (the SSE map it shrinks keeps at least 2^12 contexts).
+/// Values of the keys `fit` and `cap` besides 0 (the SSE map they shrink keeps at least 2^12
+/// contexts).
 pub const FIT_BITS: std::ops::RangeInclusive<u32> = 16..=28;
 /// Counters of the order-0 and order-1 tables, log2 (a byte and a partial byte fit in 16 bits).
 pub(super) const SMALL_TABLE_BITS: u32 = 16;
@@ -108,7 +164,7 @@ pub struct MixKey {
 }
 
 /// The keys of `mix:` in canonical order.
-pub static KEYS: [MixKey; 13] = [
+pub static KEYS: [MixKey; 14] = [
     MixKey {
         name: "orders",
         get: |m| m.orders,
@@ -266,6 +322,20 @@ pub static KEYS: [MixKey; 13] = [
         },
         implicit: Some(0),
     },
+    MixKey {
+        name: "cap",
+        get: |m| m.cap,
+        set: |m, v| m.cap = v,
+        check: |v| match v == 0 || FIT_BITS.contains(&v) {
+            true => Ok(()),
+            false => Err(format!(
+                "mix cap {v} is out of range (0 for none, or {}..={}, log2 of the largest table)",
+                FIT_BITS.start(),
+                FIT_BITS.end()
+            )),
+        },
+        implicit: Some(0),
+    },
 ];
 
 /// The key named `name`.
@@ -315,6 +385,7 @@ impl MixSpec {
         sse: true,
         table: 22,
         fit: 0,
+        cap: 0,
         rate: 3,
         conf: true,
         pword: true,
@@ -352,6 +423,9 @@ impl MixSpec {
                 bail!(message);
             }
         }
+        if self.fit > 0 && self.cap > 0 {
+            bail!("mix fit and cap are two ways to size the stage: give one of them");
+        }
         let bytes = self.bytes();
         if bytes > MAX_MIX_BYTES {
             bail!(
@@ -370,11 +444,12 @@ impl MixSpec {
     }
 
     /// The settings the stage is built with: under `fit`, `table` and `match` capped at
-    /// `2^fit` (the SSE maps read `fit` themselves); without it, `self`.
+    /// `2^fit` (the SSE maps read `fit` themselves); under `cap`, `match` capped (each family
+    /// reads [`MixSpec::part_bits`] for its tables); without either, `self`.
     pub fn sized(&self) -> MixSpec {
         MixSpec {
             table: self.fit_cap(self.table, 0),
-            matcher: self.fit_cap(self.matcher, 0),
+            matcher: self.part_bits(Part::Match, self.matcher, 0),
             ..*self
         }
     }
@@ -385,6 +460,16 @@ impl MixSpec {
         match self.fit {
             0 => bits,
             fit => bits.min(fit - below),
+        }
+    }
+
+    /// The log2 size of `part`'s tables or map, whose size without `fit` or `cap` is `bits`:
+    /// under `fit`, as [`MixSpec::fit_cap`] with `fit_below`; under `cap`, at most `cap` plus
+    /// the part's offset ([`Part::offset`]), at least 12.
+    pub fn part_bits(&self, part: Part, bits: u32, fit_below: u32) -> u32 {
+        match self.cap {
+            0 => self.fit_cap(bits, fit_below),
+            cap => bits.min((cap as i32 + part.offset(cap)).max(12) as u32),
         }
     }
 

@@ -9,7 +9,7 @@
 //! (`FIN_WEIGHTS`).
 
 use super::apm::Apm;
-use super::spec::MixSpec;
+use super::spec::{MixSpec, Part};
 
 /// Contexts of the order-2 map, log2: a hash of the last two bytes with the bits so far;
 /// under `mix:fit`, at most `fit − 4` (1/16 of the largest table's counters, measured
@@ -18,10 +18,10 @@ const ORDER2_BITS: u32 = 18;
 
 /// Log2 contexts of the maps by the last byte and the bits so far (the order-1 map here, and
 /// the network's map by the last byte, src/mix/netmaps.rs): 16, one per pair; under
-/// `mix:fit`, at most `fit − 4`, the last byte then hashed to fewer values (on binaries every
+/// `mix:fit`, at most `fit − 4` (under `mix:cap`, `cap − 6`), the last byte then hashed to fewer values (on binaries every
 /// byte value comes round, and the two maps alone would fill 8.6 MB).
 pub(super) fn order1_bits(spec: &MixSpec) -> u32 {
-    spec.fit_cap(16, 4)
+    spec.part_bits(Part::Map1, 16, 4)
 }
 
 /// The context of the last byte `c1` and the bits so far `c0` in a map of `2^bits` contexts
@@ -36,7 +36,7 @@ pub(super) fn order1_context(c1: u32, c0: usize, bits: u32) -> usize {
 
 /// Log2 contexts of the order-2 map of a stage of `spec`.
 fn order2_bits(spec: &MixSpec) -> u32 {
-    spec.fit_cap(ORDER2_BITS, 4)
+    spec.part_bits(Part::Map2, ORDER2_BITS, 4)
 }
 /// Match states: none, or (length bucket 0..31, expected bit).
 const MATCH_STATES: usize = 65;
@@ -68,7 +68,7 @@ pub struct SseContext {
 }
 
 impl Sse {
-    /// The maps of a stage of `spec` (`fin`, and `fit` for the order-2 map's size).
+    /// The maps of a stage of `spec` (`fin`, and `fit` or `cap` for the sizes of the maps by the last bytes).
     pub fn new(spec: &MixSpec) -> Self {
         let (order1_bits, order2_bits) = (order1_bits(spec), order2_bits(spec));
         Sse {

@@ -6,7 +6,7 @@ use std::io;
 
 use super::component::Shared;
 use super::counters::hash;
-use super::spec::MixSpec;
+use super::spec::{MixSpec, Part};
 use super::tables::Family;
 
 /// The current word, or between words the last byte.
@@ -26,7 +26,7 @@ impl Family for Word {
     }
 
     fn table_bits(spec: &MixSpec) -> Vec<u32> {
-        vec![spec.table]
+        vec![spec.part_bits(Part::Table, spec.table, 0)]
     }
 
     fn new(_spec: &MixSpec) -> io::Result<Self> {
@@ -51,7 +51,7 @@ impl Family for PrevWord {
     }
 
     fn table_bits(spec: &MixSpec) -> Vec<u32> {
-        vec![spec.table]
+        vec![spec.part_bits(Part::Table, spec.table, 0)]
     }
 
     fn new(_spec: &MixSpec) -> io::Result<Self> {
@@ -73,7 +73,7 @@ impl Family for TwoWords {
     }
 
     fn table_bits(spec: &MixSpec) -> Vec<u32> {
-        vec![spec.table; 2]
+        vec![spec.part_bits(Part::Table, spec.table, 0); 2]
     }
 
     fn new(_spec: &MixSpec) -> io::Result<Self> {

@@ -33,10 +33,14 @@ pub fn working_floats(recipe: &Recipe) -> usize {
             Action::Infer => None,
         })
         .collect();
-    // A model file may carry moments to resume from, whatever the schedule's optimizers.
-    let adam = specs.iter().any(|t| t.optimizer == OptimizerKind::Adam)
-        || matches!(recipe.base, Base::File { .. });
-    let moments = if adam { 2 } else { 0 };
+    // A model file may carry both moments to resume from, whatever the schedule's
+    // optimizers; a fresh run keeps the first only where some rule has β1 ≠ 0.
+    let adam = specs.iter().any(|t| t.optimizer == OptimizerKind::Adam);
+    let moments = match recipe.base {
+        Base::File { .. } => 2,
+        _ if adam => 1 + recipe.keeps_first_moment() as usize,
+        _ => 0,
+    };
     // The network's own scratch trace and the live state exist whatever the schedule.
     let mut traces = 1usize;
     let states = 1usize;

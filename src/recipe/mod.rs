@@ -282,6 +282,15 @@ impl Recipe {
         self.schedule.iter_mut().flat_map(Rule::actions_mut)
     }
 
+    /// Whether a run keeps Adam's first moment: only where some Adam rule has β1 ≠ 0 (at
+    /// β1 = 0 it is the gradient itself, [`crate::kernels::adam_update`]).
+    pub fn keeps_first_moment(&self) -> bool {
+        self.actions().any(|a| {
+            matches!(a, Action::Train(t)
+                if t.optimizer == OptimizerKind::Adam && t.adam.beta1 != 0.0)
+        })
+    }
+
     /// Every training action of the schedule, to edit in place.
     pub fn train_specs_mut(&mut self) -> impl Iterator<Item = &mut TrainSpec> {
         self.actions_mut().filter_map(|a| match a {

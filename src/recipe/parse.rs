@@ -78,7 +78,7 @@ pub fn file_path(text: &str) -> Option<&str> {
         .filter(|rest| !rest.is_empty() && !rest.starts_with("sha256="))
 }
 
-/// Whether a text's `mix:` item gives one of the stage's sizes (`table`, `match` or `fit`):
+/// Whether a text's `mix:` item gives one of the stage's sizes (`table`, `match`, `fit` or `cap`):
 /// a run then keeps the sizes it has rather than fitting the stage to its input
 /// (src/fit.rs). A text that does not parse gives none (its error comes where it is applied).
 pub fn names_stage_sizes(text: &str) -> bool {
@@ -89,7 +89,7 @@ pub fn names_stage_sizes(text: &str) -> bool {
             ..
         }) => keys
             .iter()
-            .any(|(key, _, _)| matches!(key.name, "table" | "match" | "fit")),
+            .any(|(key, _, _)| matches!(key.name, "table" | "match" | "fit" | "cap")),
         _ => false,
     }
 }

@@ -163,9 +163,12 @@ impl Hyper {
 #[derive(Clone, Debug, Default)]
 pub struct Optimizer {
     /// Adam's first and second moments, laid out like the parameters; empty until the first
-    /// Adam step.
+    /// Adam step, and `m` empty throughout a run that keeps no first moment.
     m: Vec<f32>,
     v: Vec<f32>,
+    /// Whether `m` is kept: a run whose every Adam rule has β1 = 0 needs none
+    /// ([`kernels::adam_update`]).
+    first_moment: bool,
     /// Adam steps taken, and β1^t, β2^t kept as running f64 products (no `powi`, whose
     /// implementation is not pinned).
     steps: u64,
@@ -174,10 +177,18 @@ pub struct Optimizer {
 }
 
 impl Optimizer {
+    /// An optimizer that keeps Adam's first moment.
     pub fn new() -> Self {
+        Self::keeping_first_moment(true)
+    }
+
+    /// An optimizer that keeps Adam's first moment only if `first_moment` (false: every Adam
+    /// step it takes has β1 = 0; a step with another β1 starts a first moment at zero).
+    pub fn keeping_first_moment(first_moment: bool) -> Self {
         Self {
             beta1_pow: 1.0,
             beta2_pow: 1.0,
+            first_moment,
             ..Self::default()
         }
     }
@@ -187,9 +198,11 @@ impl Optimizer {
         self.steps
     }
 
-    /// Adam's moments `(m, v)`, once an Adam step has been taken (or restored).
-    pub fn moments(&self) -> Option<(&[f32], &[f32])> {
-        (!self.m.is_empty()).then_some((&self.m, &self.v))
+    /// Adam's moments `(m, v)`, once an Adam step has been taken (or restored); `m` is `None`
+    /// where no first moment is kept.
+    pub fn moments(&self) -> Option<(Option<&[f32]>, &[f32])> {
+        let m = (!self.m.is_empty()).then_some(&self.m[..]);
+        (!self.v.is_empty()).then_some((m, &self.v[..]))
     }
 
     /// Restores a saved state: the moments (laid out like the parameters) and the step count.
@@ -199,11 +212,21 @@ impl Optimizer {
     /// which bounds the loop whatever count a file claims.
     pub fn restore(
         &mut self,
-        moments: Option<(Vec<f32>, Vec<f32>)>,
+        moments: Option<(Option<Vec<f32>>, Vec<f32>)>,
         steps: u64,
         adam: &AdamSettings,
     ) {
-        (self.m, self.v) = moments.unwrap_or_default();
+        let (m, v) = moments.unwrap_or_default();
+        // A first moment the run does not keep is dropped; one it keeps but the file lacks
+        // (saved by a run that kept none) starts at zero. The saved action's β1 counts too: a
+        // pending segment is replayed with it.
+        self.first_moment |= adam.beta1 != 0.0;
+        self.m = match (self.first_moment, m) {
+            (false, _) => Vec::new(),
+            (true, Some(m)) => m,
+            (true, None) => vec![0.0; v.len()],
+        };
+        self.v = v;
         self.steps = 0;
         self.beta1_pow = 1.0;
         self.beta2_pow = 1.0;
@@ -218,8 +241,8 @@ impl Optimizer {
     fn advance(&mut self, adam: &AdamSettings) -> f32 {
         self.steps += 1;
         let beta2 = adam.beta2_at(self.steps);
-        self.beta1_pow *= adam.beta1 as f64;
-        self.beta2_pow *= beta2 as f64;
+        self.beta1_pow = vanish(self.beta1_pow * adam.beta1 as f64);
+        self.beta2_pow = vanish(self.beta2_pow * beta2 as f64);
         beta2
     }
 
@@ -238,9 +261,14 @@ impl Optimizer {
     ) {
         let mut adam = None;
         if hyper.kind == OptimizerKind::Adam {
-            if self.m.len() != params.len() {
-                self.m = params.zeros_like();
+            if self.v.len() != params.len() {
                 self.v = params.zeros_like();
+                self.m = Vec::new();
+            }
+            // β1 ≠ 0 in a run that was to keep no first moment: from here it keeps one.
+            self.first_moment |= hyper.adam.beta1 != 0.0;
+            if self.first_moment && self.m.len() != params.len() {
+                self.m = params.zeros_like();
             }
             let beta2 = self.advance(&hyper.adam);
             adam = Some(AdamCoefs {
@@ -280,14 +308,27 @@ impl Optimizer {
                 match &coefs {
                     None => kernels::sgd_update(p, g, sgd_lr, TINY_GRAD),
                     Some(c) => {
-                        let (m, v) = (&mut self.m[range.clone()], &mut self.v[range]);
-                        kernels::adam_update(c, p, g, m, v);
+                        let m = match self.m.is_empty() {
+                            true => &mut [][..],
+                            false => &mut self.m[range.clone()],
+                        };
+                        kernels::adam_update(c, p, g, m, &mut self.v[range]);
                     }
                 }
             }
         }
     }
 }
+
+/// A running product β^t, taken as 0 once below 2^-64: its bias correction `1 / (1 − β^t)` is
+/// then exactly 1 in f32 either way (below 2^-25 it rounds to 1), and in the subnormal range a
+/// product by β can round back to itself forever, which would keep [`Optimizer::restore`]'s
+/// loop from ending.
+fn vanish(pow: f64) -> f64 {
+    if pow < POW_FLOOR { 0.0 } else { pow }
+}
+
+const POW_FLOOR: f64 = 1.0 / 18_446_744_073_709_551_616.0; // 2^-64
 
 /// The index ranges of a tensor that a step updates: all of it, or the touched rows (`touched`
 /// holds the flags of its own rows).
@@ -404,7 +445,11 @@ mod tests {
         }
         let mut resumed = Optimizer::new();
         let (m, v) = opt.moments().unwrap();
-        resumed.restore(Some((m.to_vec(), v.to_vec())), opt.steps(), &adam.adam);
+        resumed.restore(
+            Some((m.map(<[f32]>::to_vec), v.to_vec())),
+            opt.steps(),
+            &adam.adam,
+        );
         let mut q = p.clone();
         let mut g: Vec<f32> = (0..p.len()).map(|i| grad(i, 3)).collect();
         let mut h = g.clone();
@@ -445,10 +490,11 @@ mod tests {
                 .collect();
             opt.step(&mut p, &mut g, &adam_hyper(), Scope::ALL, &[true; 256]);
             let (m, v) = opt.moments().unwrap();
+            let m = m.unwrap();
             assert!(m.iter().chain(v).all(|&x| is_normal_or_zero(x)), "step {t}");
             assert!(p.data.iter().all(|&x| is_normal_or_zero(x)));
         }
-        let (m, _) = opt.moments().unwrap();
+        let m = opt.moments().unwrap().0.unwrap();
         assert!(m.iter().all(|&x| x == 0.0), "first moments decayed to zero");
 
         // Moments that decay below TINY_MOMENT are stored as zero; those just above stay.
@@ -457,11 +503,11 @@ mod tests {
         let mut opt = Optimizer::new();
         let m = vec![1.05e-30, -1.05e-30, 2e-30, 0.0];
         let v = vec![1.0005e-30, 1.0005e-30, 0.0, 2e-30];
-        opt.restore(Some((m, v)), 5, &AdamSettings::DEFAULT);
+        opt.restore(Some((Some(m), v)), 5, &AdamSettings::DEFAULT);
         let mut g = vec![0.0; 4];
         opt.step(&mut q, &mut g, &adam_hyper(), Scope::ALL, &[true; 256]);
         let (m, v) = opt.moments().unwrap();
-        assert_eq!(m, [0.0, 0.0, BETA1 * 2e-30, 0.0]);
+        assert_eq!(m.unwrap(), [0.0, 0.0, BETA1 * 2e-30, 0.0]);
         assert_eq!(v, [0.0, 0.0, 0.0, BETA2 * 2e-30]);
 
         // A gradient below TINY_GRAD is read as zero; one at it is kept.
@@ -471,7 +517,7 @@ mod tests {
         let mut g = vec![TINY_GRAD * 0.99, TINY_GRAD];
         let mut opt = Optimizer::new();
         opt.step(&mut q, &mut g, &adam_hyper(), Scope::ALL, &[true; 256]);
-        let (m, _) = opt.moments().unwrap();
+        let m = opt.moments().unwrap().0.unwrap();
         assert_eq!(m[0], 0.0);
         assert_eq!(m[1], (1.0 - BETA1) * TINY_GRAD);
     }
@@ -531,7 +577,11 @@ mod tests {
         }
         let mut resumed = Optimizer::new();
         let (m, v) = opt.moments().unwrap();
-        resumed.restore(Some((m.to_vec(), v.to_vec())), opt.steps(), &hyper.adam);
+        resumed.restore(
+            Some((m.map(<[f32]>::to_vec), v.to_vec())),
+            opt.steps(),
+            &hyper.adam,
+        );
         let mut q = p.clone();
         let mut g: Vec<f32> = (0..p.len()).map(|i| grad(i, 9)).collect();
         let mut h = g.clone();
@@ -539,6 +589,61 @@ mod tests {
         resumed.step(&mut q, &mut h, &hyper, Scope::ALL, &[true; 256]);
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&p.data), bits(&q.data));
+    }
+
+    /// At β1 = 0 an optimizer that keeps no first moment takes the same steps as one that
+    /// does, on sparse rows too, and resumes from the moments either saved.
+    #[test]
+    fn without_a_first_moment_beta1_zero_steps_are_the_same_bits() {
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        let hyper = Hyper {
+            adam: AdamSettings {
+                beta1: 0.0,
+                beta2_warmup: true,
+                ..AdamSettings::DEFAULT
+            },
+            ..adam_hyper()
+        };
+        let grad = |i: usize, t: usize| ((i * 5 + t * 3) % 7) as f32 * 0.4 - 1.1;
+        let mut touched = [true; 256];
+        let mut run = |opt: &mut Optimizer, p: &mut ParamSet, steps: std::ops::Range<usize>| {
+            for t in steps {
+                touched[1] = t % 2 == 0;
+                let mut g: Vec<f32> = (0..p.len()).map(|i| grad(i, t)).collect();
+                opt.step(p, &mut g, &hyper, Scope::ALL, &touched);
+            }
+        };
+        let (mut p_kept, _) = setup();
+        let (mut p_free, _) = setup();
+        let mut kept = Optimizer::new();
+        let mut free = Optimizer::keeping_first_moment(false);
+        run(&mut kept, &mut p_kept, 0..6);
+        run(&mut free, &mut p_free, 0..6);
+        assert_eq!(bits(&p_kept.data), bits(&p_free.data));
+        let (m, v) = free.moments().unwrap();
+        assert!(m.is_none());
+        assert_eq!(bits(v), bits(kept.moments().unwrap().1));
+        // Resumed from either optimizer's moments, with or without a first moment.
+        for from in [&kept, &free] {
+            let (m, v) = from.moments().unwrap();
+            let saved = || Some((m.map(<[f32]>::to_vec), v.to_vec()));
+            let mut a = Optimizer::keeping_first_moment(false);
+            a.restore(saved(), from.steps(), &hyper.adam);
+            let mut b = Optimizer::new();
+            b.restore(saved(), from.steps(), &hyper.adam);
+            let (mut pa, mut pb) = (p_kept.clone(), p_kept.clone());
+            run(&mut a, &mut pa, 6..9);
+            run(&mut b, &mut pb, 6..9);
+            let mut reference = (kept.clone(), p_kept.clone());
+            run(&mut reference.0, &mut reference.1, 6..9);
+            assert_eq!(bits(&pa.data), bits(&reference.1.data));
+            assert_eq!(bits(&pb.data), bits(&reference.1.data));
+        }
+        // A step with β1 ≠ 0 starts a first moment at zero.
+        let mut g = vec![1.0; p_free.len()];
+        free.step(&mut p_free, &mut g, &adam_hyper(), Scope::ALL, &[true; 256]);
+        let m = free.moments().unwrap().0.unwrap();
+        assert!(m.iter().all(|&x| x == (1.0 - BETA1)));
     }
 
     #[test]
