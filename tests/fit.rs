@@ -133,7 +133,9 @@ fn fit_and_cap_are_not_given_together() {
 /// high-water mark of compressing and of decompressing, Linux only): inputs of `len` bytes
 /// within `goal` bytes, and within what `info` says decoding needs (the estimate must bound the
 /// peak, or `--memory` would let through what it means to refuse). Binary data touches every
-/// table (text sits out the binary families), so the binary input is the one at the limit.
+/// table (text sits out the binary families), so the binary and random inputs are the ones at
+/// the limit. `bench` keeps in memory what `compress` and `decompress` stream (the input, the
+/// compressed bytes in a growing vector, the decoded copy): that much more is allowed.
 fn peaks_within(len: usize, goal: u64) {
     let dir = TempDir::new().unwrap();
     let d = dir.path();
@@ -154,14 +156,16 @@ fn peaks_within(len: usize, goal: u64) {
         let cells: Vec<&str> = row.split('\t').collect();
         assert_eq!(cells[0], *name, "{tsv}");
         assert_eq!(cells[9], "ok", "{tsv}");
+        let compressed: u64 = cells[3].parse().unwrap();
+        let buffers = 2 * len as u64 + 2 * compressed;
         for peak in &cells[7..9] {
             if peak.is_empty() {
                 continue; // not measured (no /proc/self/clear_refs)
             }
             let peak: u64 = peak.parse::<u64>().unwrap() * 1024;
             assert!(
-                peak <= goal,
-                "{name}: peak {peak} bytes, over {goal}\n{tsv}"
+                peak <= goal + buffers,
+                "{name}: peak {peak} bytes, over {goal} and bench's buffers {buffers}\n{tsv}"
             );
             assert!(
                 peak <= needed,
@@ -176,7 +180,7 @@ fn sixty_four_kib_fit_in_32_mib_and_below_the_estimate() {
     peaks_within(65_536, 32 << 20);
 }
 
-/// The same for 1 MiB (three inputs compressed and decompressed at the default: about three
+/// The same for 1 MiB (three inputs compressed and decompressed at the default: four to eight
 /// minutes, so CI runs it by name).
 #[test]
 #[ignore = "slow: compresses and decompresses 3 MiB at the default level; CI runs it by name"]
