@@ -781,7 +781,7 @@ mod tests {
     /// A segment's linear backward on every path equals its twin: rows not a multiple of four,
     /// widths around the register blocks (8 and 64 columns; 16 to 128 on the 16-lane path, and
     /// 245 = 15 blocks of 16 and five more, every group size), zero coefficients that break the
-    /// four-row passes, −0, infinities and NaN.
+    /// four-row passes (or none: every row and step without a zero), −0, infinities and NaN.
     #[test]
     fn linear_backward_steps_matches_its_twin() {
         let shapes = [
@@ -795,7 +795,7 @@ mod tests {
         let shapes = shapes
             .into_iter()
             .chain([(13, 130, 9), (3, 200, 2), (3, 245, 3), (4, 9, 0)]);
-        for k in paths() {
+        for (k, sparse) in paths().into_iter().flat_map(|k| [(k, true), (k, false)]) {
             for (rows, cols, n) in shapes.clone() {
                 let mut w = data(rows * cols, 60);
                 w[0] = f32::INFINITY;
@@ -805,8 +805,12 @@ mod tests {
                 let x: Vec<&[f32]> = xs.iter().map(|v| v.as_slice()).collect();
                 let g_stride = rows + 2;
                 let mut g = data(n * g_stride, 62);
-                for (i, gi) in g.iter_mut().enumerate().step_by(5) {
-                    *gi = if i % 2 == 0 { 0.0 } else { -0.0 };
+                for (i, gi) in g.iter_mut().enumerate() {
+                    if sparse && i % 5 == 0 {
+                        *gi = if i % 2 == 0 { 0.0 } else { -0.0 };
+                    } else if *gi == 0.0 {
+                        *gi = 0.5;
+                    }
                 }
                 let g_rows = rows::Rows {
                     data: &g,
@@ -833,7 +837,7 @@ mod tests {
                     let gw = with_gw.then_some(&mut gw2[..]);
                     let dims = (rows, cols);
                     scalar::linear_backward_steps(&w, &x, g_rows, (&mut gx2, gx_stride), gw, dims);
-                    let shape = format!("{k:?} {rows}x{cols} n={n} g_w={with_gw}");
+                    let shape = format!("{k:?} {rows}x{cols} n={n} g_w={with_gw} sparse={sparse}");
                     assert_eq!(bits(&gx1), bits(&gx2), "g_x {shape}");
                     assert_eq!(bits(&gw1), bits(&gw2), "g_w {shape}");
                 }

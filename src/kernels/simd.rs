@@ -436,10 +436,10 @@ pub(super) fn linear_backward_steps<const W: usize, V: Lanes<W>>(
 /// The weight gradient of a segment's linear backward, for the rows `g_w` holds (`g_w.len() /
 /// cols` of them; `g` starts at the first's coefficient): row by row, the gradient's row
 /// receives its steps' products in descending step order, 64 columns at a time held in
-/// registers over the steps. Steps whose `g_t[r]` is zero are skipped: each row's non-zero
-/// coefficients are gathered first (without a branch), so the loops over the steps have none
-/// to mispredict where a ReLU zeroes half of them. Rows are independent, so any split of them
-/// computes the same bits.
+/// registers over the steps. Steps whose `g_t[r]` is zero are skipped. The steps' inputs are
+/// first copied side by side, so a step's row is found by arithmetic rather than through a
+/// pointer and a bounds check per step. Rows are independent, so any split of them computes
+/// the same bits.
 #[inline(always)]
 pub(super) fn weight_grad_steps<const W: usize, V: Lanes<W>>(
     x: &[&[f32]],
@@ -451,41 +451,63 @@ pub(super) fn weight_grad_steps<const W: usize, V: Lanes<W>>(
     if cols == 0 {
         return;
     }
-    let x: Vec<&[f32]> = x.iter().map(|xt| &xt[..cols]).collect();
+    let mut xs = Vec::with_capacity(n * cols);
+    for xt in x {
+        xs.extend_from_slice(&xt[..cols]);
+    }
     let mut terms = vec![(0.0f32, 0usize); n];
     for (r, gw_row) in g_w.chunks_exact_mut(cols).enumerate() {
-        // The (coefficient, step) pairs with a non-zero coefficient, last step first.
-        let mut m = 0;
-        for t in (0..n).rev() {
-            let a = g.data[t * g.stride + r];
-            terms[m] = (a, t);
-            m += (a != 0.0) as usize;
-        }
+        let m = row_terms(g, r, cols, &mut terms);
         let terms = &terms[..m];
         let (blocks, gw_tail) = gw_row.as_chunks_mut::<W>();
         // As many blocks at once as there are (eight, then four, two, one): the element-wise
         // work is the same whichever, but more independent chains keep the adder busier.
-        let mut done = weight_grad_blocks::<W, V, GW_BLOCKS>(&x, terms, blocks, 0);
-        done += weight_grad_blocks::<W, V, 4>(&x, terms, &mut blocks[done..], done * W);
-        done += weight_grad_blocks::<W, V, 2>(&x, terms, &mut blocks[done..], done * W);
-        done += weight_grad_blocks::<W, V, 1>(&x, terms, &mut blocks[done..], done * W);
+        let mut done = weight_grad_blocks::<W, V, GW_BLOCKS>(&xs, terms, blocks, 0);
+        done += weight_grad_blocks::<W, V, 4>(&xs, terms, &mut blocks[done..], done * W);
+        done += weight_grad_blocks::<W, V, 2>(&xs, terms, &mut blocks[done..], done * W);
+        done += weight_grad_blocks::<W, V, 1>(&xs, terms, &mut blocks[done..], done * W);
         let full = done * W;
         for (j, gwj) in gw_tail.iter_mut().enumerate() {
             let mut v = *gwj;
-            for &(a, t) in terms {
-                v += a * x[t][full + j];
+            for &(a, at) in terms {
+                v += a * xs[at + full + j];
             }
             *gwj = v;
         }
     }
 }
 
+/// Row `r`'s non-zero coefficients with the offsets of their steps' inputs (`t · cols`), last
+/// step first, into `terms`; returns how many. A row without a zero (most rows but where a
+/// ReLU cut) is written at fixed places; otherwise the pairs are gathered without a branch,
+/// so the loops over the steps have none to mispredict where a ReLU zeroes half of them.
+#[inline(always)]
+fn row_terms(g: Rows, r: usize, cols: usize, terms: &mut [(f32, usize)]) -> usize {
+    let n = terms.len();
+    let coef = |t: usize| g.data[t * g.stride + r];
+    let live = (0..n).map(|t| (coef(t) != 0.0) as usize).sum::<usize>();
+    if live == n {
+        for (term, t) in terms.iter_mut().zip((0..n).rev()) {
+            *term = (coef(t), t * cols);
+        }
+        return n;
+    }
+    let mut m = 0;
+    for t in (0..n).rev() {
+        let a = coef(t);
+        terms[m] = (a, t * cols);
+        m += (a != 0.0) as usize;
+    }
+    m
+}
+
 /// [`weight_grad_steps`] for one row's blocks of `W` columns, starting at column `first`, in
-/// groups of `B` blocks held in registers over the steps (the non-zero `terms`, in their
-/// order); returns how many blocks it did (the whole groups').
+/// groups of `B` blocks held in registers over the steps (the non-zero `terms`: coefficient
+/// and offset of the step's row in `xs`, in their order); returns how many blocks it did (the
+/// whole groups').
 #[inline(always)]
 fn weight_grad_blocks<const W: usize, V: Lanes<W>, const B: usize>(
-    x: &[&[f32]],
+    xs: &[f32],
     terms: &[(f32, usize)],
     blocks: &mut [[f32; W]],
     first: usize,
@@ -494,9 +516,9 @@ fn weight_grad_blocks<const W: usize, V: Lanes<W>, const B: usize>(
     for (b, group) in groups.iter_mut().enumerate() {
         let at = first + b * B * W;
         let mut acc: [V; B] = std::array::from_fn(|q| V::load(&group[q]));
-        for &(a, t) in terms {
+        for &(a, row) in terms {
             let av = V::splat(a);
-            let (xw, _) = x[t][at..at + B * W].as_chunks::<W>();
+            let (xw, _) = xs[row + at..row + at + B * W].as_chunks::<W>();
             for q in 0..B {
                 acc[q] = acc[q].add(av.mul(V::load(&xw[q])));
             }
@@ -537,11 +559,7 @@ pub(super) fn input_grad_steps<const W: usize, V: Lanes<W>>(
         for t in (0..n).rev() {
             let g_xt = &mut g_x[t * gx_stride..t * gx_stride + cols];
             let g_t = &g.data[t * g.stride + band_rows * q..][..band.len()];
-            let mut m = 0;
-            for (i, &a) in g_t.iter().enumerate() {
-                live[m] = i;
-                m += (a != 0.0) as usize;
-            }
+            let m = live_rows(g_t, &mut live);
             let (fours, rest) = live[..m].as_chunks::<4>();
             for &[i0, i1, i2, i3] in fours {
                 let terms = [
@@ -557,6 +575,25 @@ pub(super) fn input_grad_steps<const W: usize, V: Lanes<W>>(
             }
         }
     }
+}
+
+/// The indices of `g_t`'s non-zero coefficients, in ascending order, into `live`; returns how
+/// many. Without a zero they are written at fixed places; otherwise gathered without a branch.
+#[inline(always)]
+fn live_rows(g_t: &[f32], live: &mut [usize]) -> usize {
+    let n = g_t.len();
+    if g_t.iter().map(|&a| (a != 0.0) as usize).sum::<usize>() == n {
+        for (i, l) in live[..n].iter_mut().enumerate() {
+            *l = i;
+        }
+        return n;
+    }
+    let mut m = 0;
+    for (i, &a) in g_t.iter().enumerate() {
+        live[m] = i;
+        m += (a != 0.0) as usize;
+    }
+    m
 }
 
 /// Four rows of [`linear_backward_acc`]: `g_w[k] += g[k]·x` for each row `k`, and `g_x += g[k]·W[k]`
