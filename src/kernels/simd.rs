@@ -831,13 +831,15 @@ pub(super) fn adam_update<const W: usize, V: Lanes<W>>(
     m: &mut [f32],
     v: &mut [f32],
 ) {
-    if m.is_empty() {
-        return adam_update_at_beta1_zero::<W, V>(c, p, g, v);
-    }
-    let n = p.len().min(g.len()).min(m.len()).min(v.len());
+    // An empty `m` is no first moment (β1 = 0): read as zero, which makes it the flushed
+    // gradient, and not stored.
+    let kept = !m.is_empty();
+    debug_assert!(kept || c.beta1 == 0.0);
+    let n = p.len().min(g.len()).min(v.len());
+    let n = if kept { n.min(m.len()) } else { n };
     let (p8, p_tail) = p[..n].as_chunks_mut::<W>();
     let (g8, g_tail) = g[..n].as_chunks_mut::<W>();
-    let (m8, m_tail) = m[..n].as_chunks_mut::<W>();
+    let (m8, m_tail) = m[..if kept { n } else { 0 }].as_chunks_mut::<W>();
     let (v8, v_tail) = v[..n].as_chunks_mut::<W>();
     let (c1s, c2s) = (1.0 - c.beta1, 1.0 - c.beta2);
     let (b1, b2) = (V::splat(c.beta1), V::splat(c.beta2));
@@ -845,60 +847,28 @@ pub(super) fn adam_update<const W: usize, V: Lanes<W>>(
     let (bc1, bc2) = (V::splat(c.inv_bc1), V::splat(c.inv_bc2));
     let (lr, eps) = (V::splat(c.lr), V::splat(c.eps));
     let (tiny_g, tiny_m) = (V::splat(c.tiny_grad), V::splat(c.tiny_moment));
-    for (((pc, gc), mc), vc) in p8.iter_mut().zip(g8).zip(m8).zip(v8) {
+    for (i, ((pc, gc), vc)) in p8.iter_mut().zip(g8).zip(v8).enumerate() {
         let gi = V::load(gc).flush_below(tiny_g);
-        let mm = (b1.mul(V::load(mc)).add(c1.mul(gi))).flush_below(tiny_m);
+        let m_old = m8.get(i).map_or(V::splat(0.0), |mc| V::load(mc));
+        let mm = (b1.mul(m_old).add(c1.mul(gi))).flush_below(tiny_m);
         let vv = (b2.mul(V::load(vc)).add(c2.mul(gi.mul(gi)))).flush_below(tiny_m);
-        mm.store(mc);
+        if let Some(mc) = m8.get_mut(i) {
+            mm.store(mc);
+        }
         vv.store(vc);
         let step = (mm.mul(bc1)).div((vv.mul(bc2)).sqrt().add(eps));
         add_to(pc, lr.mul(step));
         *gc = [0.0; W];
     }
-    let tails = p_tail.iter_mut().zip(g_tail).zip(m_tail).zip(v_tail);
-    for (((pi, gi), mi), vi) in tails {
+    let tails = p_tail.iter_mut().zip(g_tail).zip(v_tail).enumerate();
+    for (i, ((pi, gi), vi)) in tails {
         let g = flush(*gi, c.tiny_grad);
-        let mm = flush(c.beta1 * *mi + c1s * g, c.tiny_moment);
+        let m_old = m_tail.get(i).copied().unwrap_or(0.0);
+        let mm = flush(c.beta1 * m_old + c1s * g, c.tiny_moment);
         let vv = flush(c.beta2 * *vi + c2s * (g * g), c.tiny_moment);
-        *mi = mm;
-        *vi = vv;
-        *pi += c.lr * ((mm * c.inv_bc1) / ((vv * c.inv_bc2).sqrt() + c.eps));
-        *gi = 0.0;
-    }
-}
-
-/// [`adam_update`] without a first moment (β1 = 0): `m` is `flush(g, tiny_moment)`, as the
-/// full update computes it.
-#[inline(always)]
-fn adam_update_at_beta1_zero<const W: usize, V: Lanes<W>>(
-    c: &AdamCoefs,
-    p: &mut [f32],
-    g: &mut [f32],
-    v: &mut [f32],
-) {
-    debug_assert_eq!(c.beta1, 0.0);
-    let n = p.len().min(g.len()).min(v.len());
-    let (p8, p_tail) = p[..n].as_chunks_mut::<W>();
-    let (g8, g_tail) = g[..n].as_chunks_mut::<W>();
-    let (v8, v_tail) = v[..n].as_chunks_mut::<W>();
-    let c2s = 1.0 - c.beta2;
-    let (b2, c2) = (V::splat(c.beta2), V::splat(c2s));
-    let (bc1, bc2) = (V::splat(c.inv_bc1), V::splat(c.inv_bc2));
-    let (lr, eps) = (V::splat(c.lr), V::splat(c.eps));
-    let (tiny_g, tiny_m) = (V::splat(c.tiny_grad), V::splat(c.tiny_moment));
-    for ((pc, gc), vc) in p8.iter_mut().zip(g8).zip(v8) {
-        let gi = V::load(gc).flush_below(tiny_g);
-        let mm = gi.flush_below(tiny_m);
-        let vv = (b2.mul(V::load(vc)).add(c2.mul(gi.mul(gi)))).flush_below(tiny_m);
-        vv.store(vc);
-        let step = (mm.mul(bc1)).div((vv.mul(bc2)).sqrt().add(eps));
-        add_to(pc, lr.mul(step));
-        *gc = [0.0; W];
-    }
-    for ((pi, gi), vi) in p_tail.iter_mut().zip(g_tail).zip(v_tail) {
-        let g = flush(*gi, c.tiny_grad);
-        let mm = flush(g, c.tiny_moment);
-        let vv = flush(c.beta2 * *vi + c2s * (g * g), c.tiny_moment);
+        if let Some(mi) = m_tail.get_mut(i) {
+            *mi = mm;
+        }
         *vi = vv;
         *pi += c.lr * ((mm * c.inv_bc1) / ((vv * c.inv_bc2).sqrt() + c.eps));
         *gi = 0.0;
