@@ -54,7 +54,7 @@ pub fn store(recipe: &Recipe) -> StoredRecipe {
 /// The CRC32 a level form stores: of the recipe's canonical text and, when the network starts
 /// from a built-in prior, of the prior's pinned SHA-256 after it, so that a build whose prior
 /// under that number differed refuses the file rather than decode it from other weights.
-fn recipe_crc(recipe: &Recipe) -> u32 {
+pub fn recipe_crc(recipe: &Recipe) -> u32 {
     let mut crc = crc32fast::Hasher::new();
     crc.update(recipe.to_text().as_bytes());
     if let Some(prior) = crate::prior::by_number(recipe.config().prior()) {

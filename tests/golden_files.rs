@@ -15,8 +15,11 @@
 //! - `tests/golden/v2-n3/*.lmz` are the same files as builds of numerics version 3 wrote them
 //!   (the levels before the network's context inputs): each must decode, and its frames be
 //!   recomputed, as for `v2/`.
-//! - `tests/golden/v2-n4/*.lmz` are the same files as this build (numerics version 4) writes
-//!   them: each must decode and be reproduced byte for byte.
+//! - `tests/golden/v2-n4/*.lmz` are the same files as builds of numerics version 4 wrote them
+//!   (the levels before the built-in prior): each must decode, and its frames be recomputed.
+//! - `tests/golden/v2-n5/*.lmz` are the same files as this build (numerics version 5) writes
+//!   them, and the default level from its prior on text: each must decode and be reproduced
+//!   byte for byte.
 //! - From numerics version 3 on, the sets hold a stage sized for its input by each of the two
 //!   keys that do it (`fit`, written by the builds before `cap`, and `cap`).
 //!
@@ -252,6 +255,14 @@ fn v2_golden(numerics: u8) -> Vec<(String, Recipe, Vec<u8>)> {
                     .unwrap();
                 out.push((format!("{model}-level1-{key}.lmz"), sized, text.clone()));
             }
+        }
+        if numerics >= 5 && kind == ModelKind::Mamba1 {
+            // The default level starts from the built-in prior: its weights, fitted to the
+            // input's context tables, pin what the prior's number means.
+            let prior = level(kind, 3)
+                .edit_from_level("cfg:ctx=9 mix:cap=16", None)
+                .unwrap();
+            out.push((format!("{model}-level3-prior.lmz"), prior, text.clone()));
         }
         for l in 1..=levels::MAX_LEVEL {
             out.push((

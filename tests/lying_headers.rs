@@ -228,10 +228,8 @@ fn a_compact_header_that_lies_is_refused_before_allocating() {
         format::write_end(&mut f, 0, 0).unwrap();
         f
     };
-    let crc_of = |level: u8| {
-        let r = lmzip::levels::recipe(ModelKind::Mamba1, level);
-        crc32fast::hash(r.to_text().as_bytes())
-    };
+    let crc_of =
+        |level: u8| lmzip::compact::recipe_crc(&lmzip::levels::recipe(ModelKind::Mamba1, level));
     refused_at_once(
         &level(3, "cfg:hidden=4096,layers=2,intermediate=8192", 0),
         "parameters; this build accepts at most",
@@ -425,14 +423,14 @@ fn a_header_naming_an_unknown_prior_is_refused_before_allocating() {
     let _alone = alone();
     let level = lmzip::levels::default_recipe(ModelKind::Mamba1);
     let text = level.to_text();
-    assert!(text.contains(",ctx=14,"), "{text}");
+    assert!(text.contains(",ctx=14,prior=1,"), "{text}");
     let unknown = lmzip::model::MAX_PRIOR;
     assert!(lmzip::prior::by_number(unknown).is_none());
     for (prior, needle) in [
         (unknown.to_string(), "does not carry"),
         ("256".into(), "prior"),
     ] {
-        let lying = text.replace(",ctx=14,", &format!(",ctx=14,prior={prior},"));
+        let lying = text.replace(",prior=1,", &format!(",prior={prior},"));
         let mut f = Vec::new();
         format::write_header(&mut f, &StoredRecipe::Text(lying)).unwrap();
         format::write_end(&mut f, 0, 0).unwrap();

@@ -250,6 +250,9 @@ impl Knobs {
                 );
             };
             config.set_size(self.hidden, self.layers);
+            if self.prior.is_none() {
+                crate::prior::keep_if_it_fits(config);
+            }
             if let Some(s) = self.seed {
                 *seed = s;
             }

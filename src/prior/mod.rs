@@ -9,19 +9,21 @@
 //! another `ctx` folds or spreads to its own ([`fit_rows`]).
 //!
 //! A prior's number is never reused: a new prior gets a new number and name, and the build
-//! pins the SHA-256 of each prior's bytes (checked by a test, and at first use). A header names
-//! its prior by number in the recipe, and the level form's CRC32 covers the prior's SHA-256
-//! (src/compact.rs), so a build whose prior under that number differed would refuse the file.
+//! pins the SHA-256 of each prior's bytes and of its widened weights (checked by a test, and
+//! each time a stream starts from it). A header names its prior by number in the recipe, and
+//! the level form's CRC32 covers the prior's SHA-256 (src/compact.rs), so a build whose prior
+//! under that number differed would refuse the file.
 
-use std::sync::OnceLock;
+use std::collections::BTreeMap;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
+use safetensors::SafeTensors;
 use sha2::{Digest, Sha256};
 
 use crate::model::ModelConfig;
 use crate::model::mamba1::{self, CONTEXT_EMBED};
 use crate::modelfile::{ModelFile, RESUME_PREFIX};
-use crate::params::ParamSet;
+use crate::params::{ParamSet, TensorSource};
 use crate::recipe::hex;
 
 /// One prior this build carries.
@@ -36,12 +38,21 @@ pub struct Prior {
     bytes: &'static [u8],
     /// SHA-256 of `bytes`, pinned when the prior was added.
     sha256: &'static str,
-    /// The expanded file, made on first use.
-    file: OnceLock<Result<ModelFile, String>>,
+    /// SHA-256 of the expanded weights ([`expanded_sha256`]): the f32 bits every build starts
+    /// from, checked on first use and by a test.
+    expanded_sha256: &'static str,
 }
 
 /// The priors this build carries, by number.
-static PRIORS: [Prior; 0] = [];
+static PRIORS: [Prior; 1] = [Prior {
+    number: 1,
+    name: "text1",
+    about: "Mamba-1 64x1 (the default level's network), context tables of 2^9 rows; one pass \
+            over 81.5 MB of permissive text and code from PyPI, crates.io and npm (docs/prior.md)",
+    bytes: include_bytes!("../../priors/text1.safetensors"),
+    sha256: "ec3575d41860d217e57f7dc14a16e02e0ad1033557ef44d06038766762c341e6",
+    expanded_sha256: "e3021faa716c576a3c176f4f6e394bb983ef49139a77eac39f9ecce0281f9040",
+}];
 
 /// Every prior this build carries.
 pub fn all() -> &'static [Prior] {
@@ -72,27 +83,74 @@ impl Prior {
         self.sha256
     }
 
-    /// The prior's tensors, widened to f32 (checked against the pinned hash on first use).
-    pub fn file(&self) -> Result<&ModelFile> {
-        let file = self.file.get_or_init(|| {
-            let actual = hex(Sha256::digest(self.bytes).as_slice());
-            if actual != self.sha256 {
-                return Err(format!(
-                    "built-in prior {} is damaged: SHA-256 {actual}, expected {}",
-                    self.name, self.sha256
-                ));
-            }
-            ModelFile::from_bytes(self.bytes).map_err(|e| format!("{e:#}"))
-        });
-        file.as_ref()
-            .map_err(|e| anyhow::anyhow!("built-in prior {}: {e}", self.name))
+    /// The prior's tensors, widened to f32 and checked against both pinned hashes. Made
+    /// afresh for each stream that starts from the prior (a millisecond or two) and dropped
+    /// once the weights are filled, so that no process keeps it.
+    pub fn file(&self) -> Result<ModelFile> {
+        let actual = hex(Sha256::digest(self.bytes).as_slice());
+        if actual != self.sha256 {
+            bail!(
+                "built-in prior {} is damaged: SHA-256 {actual}, expected {}",
+                self.name,
+                self.sha256
+            );
+        }
+        let file = ModelFile::from_bytes(self.bytes)
+            .with_context(|| format!("built-in prior {}", self.name))?;
+        // The widening is exact by construction; checking its result too guards every build
+        // against a changed conversion.
+        let expanded = expanded_sha256(&file);
+        if expanded != self.expanded_sha256 {
+            bail!(
+                "built-in prior {} expands to other weights on this build (SHA-256 {expanded}, \
+                 expected {})",
+                self.name,
+                self.expanded_sha256
+            );
+        }
+        Ok(file)
     }
 
-    /// Floats the expanded prior holds (for the memory estimate).
+    /// The sizes of the prior's network, read off its tensors' shapes without widening them.
+    pub fn config(&self) -> Result<mamba1::Config> {
+        let (_, meta) = SafeTensors::read_metadata(self.bytes)
+            .map_err(|e| anyhow::anyhow!("built-in prior {}: {e}", self.name))?;
+        let shapes = Shapes(
+            meta.tensors()
+                .into_iter()
+                .map(|(name, info)| (name, info.shape.clone()))
+                .collect(),
+        );
+        mamba1::Config::infer(&shapes)
+    }
+
+    /// Floats the expanded prior holds while a stream starts from it (for the memory estimate).
     pub fn floats(&self) -> usize {
         // F16: two bytes per value; the header is small beside the data.
         self.bytes.len() / 2
     }
+}
+
+/// Tensor shapes by name: what a network's sizes are inferred from.
+struct Shapes(BTreeMap<String, Vec<usize>>);
+
+impl TensorSource for Shapes {
+    fn tensor_shape(&self, name: &str) -> Option<&[usize]> {
+        self.0.get(name).map(Vec::as_slice)
+    }
+}
+
+/// SHA-256 over the tensors of an expanded model file, in name order: each name's bytes, then
+/// its values as little-endian f32.
+pub fn expanded_sha256(file: &ModelFile) -> String {
+    let mut h = Sha256::new();
+    for (name, t) in &file.tensors {
+        h.update(name.as_bytes());
+        for x in &t.data {
+            h.update(x.to_le_bytes());
+        }
+    }
+    hex(h.finalize().as_slice())
 }
 
 /// Checks that the prior a config names exists in this build and fits the config's sizes: a
@@ -112,7 +170,7 @@ pub fn check(config: &ModelConfig) -> Result<()> {
     let ModelConfig::Mamba1(cfg) = config else {
         bail!("built-in priors are Mamba-1 networks");
     };
-    let theirs = mamba1::Config::infer(prior.file()?.native()?.as_ref())?;
+    let theirs = prior.config()?;
     if !same_but_context(&theirs, cfg) {
         bail!(
             "built-in prior {} is a network of other sizes (hidden {}, layers {}, \
@@ -126,13 +184,18 @@ pub fn check(config: &ModelConfig) -> Result<()> {
             theirs.dt_rank
         );
     }
-    if (theirs.ctx == 0) != (cfg.ctx == 0) {
-        bail!(
-            "built-in prior {}: context inputs on one side only",
-            prior.name
-        );
-    }
     Ok(())
+}
+
+/// Leaves a config's prior out when the config's sizes are not the prior's (a level's sizes
+/// edited): a prior comes with the network it was trained as.
+pub fn keep_if_it_fits(config: &mut ModelConfig) {
+    if config.prior() != 0
+        && check(config).is_err()
+        && let ModelConfig::Mamba1(cfg) = config
+    {
+        cfg.prior = 0;
+    }
 }
 
 fn same_but_context(a: &mamba1::Config, b: &mamba1::Config) -> bool {
@@ -142,14 +205,15 @@ fn same_but_context(a: &mamba1::Config, b: &mamba1::Config) -> bool {
 
 /// Starts `params` (a network of `config`'s sizes, seeded) from the prior the config names:
 /// every tensor the prior holds replaces the seeded one, the context tables fitted to the
-/// config's rows. Tensors the prior lacks keep their seeded values.
+/// config's rows (or left out, for a network without context inputs). Tensors the prior lacks
+/// keep their seeded values.
 pub fn start_from(config: &ModelConfig, params: &mut ParamSet) -> Result<()> {
     if config.prior() == 0 {
         return Ok(());
     }
     check(config)?;
     let prior = by_number(config.prior()).expect("checked");
-    apply(prior.file()?, params)
+    apply(&prior.file()?, params)
 }
 
 /// Fills `params` from the tensors of `file` (a prior's, or a test's): the tensors of equal
@@ -161,6 +225,9 @@ pub fn apply(file: &ModelFile, params: &mut ParamSet) -> Result<()> {
             continue;
         }
         let Some(info) = params.find(name).cloned() else {
+            if name == CONTEXT_EMBED {
+                continue; // a network without context inputs starts from the rest
+            }
             bail!("the prior has tensor {name}, which this network does not have");
         };
         let out = params.get_mut(info.slot);
@@ -227,19 +294,29 @@ pub fn fit_rows(from: &[f32], from_rows: usize, to: &mut [f32], to_rows: usize) 
 pub const SAMPLE: usize = 64 << 10;
 
 /// Most control bytes (other than tab, line feed, form feed and carriage return) in a thousand
-/// that an input's start may hold for a prior of text and code to suit it.
+/// that text may hold for a prior of text and code to suit it ...
 const MAX_CONTROLS_PER_MILLE: usize = 10;
 
+/// ... or, in ASCII text with escape sequences (terminal sessions, coloured logs), with at most
+/// [`MAX_HIGH_PER_MILLE_WITH_CONTROLS`] bytes above 0x7F in a thousand.
+const MAX_ESCAPES_PER_MILLE: usize = 100;
+const MAX_HIGH_PER_MILLE_WITH_CONTROLS: usize = 10;
+
 /// Whether a prior trained on text and code suits an input that starts with `sample`: text
-/// (ASCII or UTF-8) has almost no control bytes; executables, object files, compressed and
-/// other binary data have many (a prior cost them up to 1%: docs/experiments.md). An empty
-/// sample suits (nothing is coded).
+/// (ASCII or UTF-8) has almost no control bytes, and ASCII text with escape sequences no high
+/// bytes; executables, object files, spreadsheets, compressed and other binary data have many
+/// of both, and a prior of text cost them up to 4.5% (docs/experiments.md, "A built-in
+/// prior"). An empty sample suits (nothing is coded).
 pub fn suits(sample: &[u8]) -> bool {
     let controls = sample
         .iter()
         .filter(|&&b| (b < 0x20 && !matches!(b, b'\t' | b'\n' | 0x0c | b'\r')) || b == 0x7f)
         .count();
-    controls * 1000 <= sample.len() * MAX_CONTROLS_PER_MILLE
+    let high = sample.iter().filter(|&&b| b >= 0x80).count();
+    let per_mille = |n: usize, most: usize| n * 1000 <= sample.len() * most;
+    per_mille(controls, MAX_CONTROLS_PER_MILLE)
+        || (per_mille(controls, MAX_ESCAPES_PER_MILLE)
+            && per_mille(high, MAX_HIGH_PER_MILLE_WITH_CONTROLS))
 }
 
 /// `recipe` with its network started from seeded weights instead of a prior.
@@ -347,13 +424,39 @@ mod tests {
         ));
         let mut text = b"plain text ".repeat(100);
         assert!(suits(&text));
-        // One control byte in a hundred is too many.
+        // ASCII text with escape sequences suits: a terminal session.
+        let mut session = b"\x1b[1mls\x1b[0m -l: total 48, drwxr-xr-x src\n".repeat(50);
+        assert!(suits(&session));
+        // Over one control byte in a hundred, with bytes above 0x7F, does not.
         text.extend_from_slice(&[0u8; 12]);
+        text.extend_from_slice(&[0xE9; 12]);
         assert!(!suits(&text));
+        session.extend_from_slice(&[0x80; 60]);
+        assert!(!suits(&session));
         let binary: Vec<u8> = (0..4096u32)
             .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
             .collect();
         assert!(!suits(&binary));
+    }
+
+    #[test]
+    fn every_prior_expands_to_its_pinned_bits() {
+        for p in all() {
+            let file = p.file().unwrap();
+            assert_eq!(
+                expanded_sha256(&file),
+                p.expanded_sha256,
+                "prior {}",
+                p.name
+            );
+            assert_eq!(p.config().unwrap(), mamba1::Config::infer(&file).unwrap());
+            // Its sizes serve a level, and every tensor fills a network of them.
+            check(&ModelConfig::Mamba1(mamba1::Config {
+                prior: p.number,
+                ..mamba1::Config::infer(&file).unwrap()
+            }))
+            .unwrap();
+        }
     }
 
     #[test]

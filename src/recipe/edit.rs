@@ -79,8 +79,14 @@ impl Recipe {
                     Base::Fresh { config, seed } => (config.clone(), *seed),
                     Base::File { .. } => (ModelConfig::default_for(kind), 0),
                 };
+                let mut config = p.config(config, &sizes, loc)?;
+                // A level's prior comes with its network: other sizes start from seeded
+                // weights, unless the text names a prior itself.
+                if !sizes.iter().any(|(key, ..)| *key == "prior") {
+                    crate::prior::keep_if_it_fits(&mut config);
+                }
                 Ok(Base::Fresh {
-                    config: p.config(config, &sizes, loc)?,
+                    config,
                     seed: seed.unwrap_or(old_seed),
                 })
             }

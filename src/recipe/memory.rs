@@ -64,7 +64,7 @@ pub fn working_floats(recipe: &Recipe) -> usize {
         })
         .max()
         .unwrap_or(0);
-    // A built-in prior stays expanded (f32) for the process's life once a stream used it.
+    // A built-in prior is expanded (f32) while the network starts from it.
     let prior = crate::prior::by_number(config.prior()).map_or(0, |p| p.floats());
     params
         .saturating_mul(2 + moments)
