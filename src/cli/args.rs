@@ -339,12 +339,17 @@ pub struct TrainScheduleArgs {
     pub bytes: Option<u64>,
 
     /// Passes over --data (instead of --bytes; may be fractional)
-    #[arg(long, value_name = "X", conflicts_with = "bytes")]
+    #[arg(
+        long,
+        value_name = "X",
+        conflicts_with = "bytes",
+        allow_negative_numbers = true
+    )]
     pub epochs: Option<f64>,
 
     /// Stop after this much time (seconds, or with a suffix s, m, h); alone, the rate's decay
     /// runs over it
-    #[arg(long, value_name = "TIME", value_parser = parse_duration)]
+    #[arg(long, value_name = "TIME", allow_negative_numbers = true, value_parser = parse_duration)]
     pub time: Option<f64>,
 
     /// Streams read in parallel at evenly spaced places of the data [default: 8]
