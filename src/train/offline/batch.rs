@@ -1,12 +1,40 @@
 //! One training step over B streams and T bytes: each stream runs the network forward over its
 //! next T bytes (traced), then the segment backward over them at once
-//! ([`Network::backward_steps`]: matrix-matrix over the T steps), into a gradient buffer of its
-//! own. The streams are split over threads; their gradients are then summed in stream order
-//! ([`sum_into_first`]), so the step's bits do not depend on the number of threads.
+//! ([`Network::backward_steps`]: matrix-matrix over the T steps).
+//!
+//! The streams fall into [`GROUPS`] fixed groups (contiguous runs of streams), each with one
+//! gradient buffer that its streams add into in stream order; the threads take whole groups,
+//! and the groups' gradients are then summed in group order ([`sum_into_first`]). So the
+//! step's bits depend on B and T but not on the number of threads. One buffer per stream would
+//! do too, but B buffers of the whole network do not stay in cache: at B = 8 the summing and
+//! the backward's misses cost a fifth of the time.
 
 use crate::model::{Network, VOCAB};
 use crate::params::{ParamSet, Scope};
 use crate::train::softmax_pdf;
+
+/// Gradient groups: the most threads a step uses (this machine has two cores).
+pub const GROUPS: usize = 2;
+
+/// One gradient buffer and the streams that add into it.
+pub struct Group<N: Network> {
+    pub streams: Vec<Stream<N>>,
+    /// The group's gradient of the current step, laid out like the parameters; zero between
+    /// steps.
+    pub grads: Vec<f32>,
+    /// The sparse rows this step's gradient touches ([`Network::sparse_rows`]).
+    pub touched: Vec<bool>,
+}
+
+impl<N: Network> Group<N> {
+    pub fn new(net: &N, params: &ParamSet, streams: Vec<Stream<N>>) -> Self {
+        Group {
+            streams,
+            grads: params.zeros_like(),
+            touched: vec![false; net.sparse_rows()],
+        }
+    }
+}
 
 /// One stream: a place in the data and the network's state there.
 pub struct Stream<N: Network> {
@@ -16,23 +44,16 @@ pub struct Stream<N: Network> {
     /// a compressed stream starts).
     pub token: u8,
     pub state: N::State,
-    /// This stream's gradient of the current step, laid out like the parameters; zero
-    /// between steps.
-    pub grads: Vec<f32>,
-    /// The sparse rows this step's gradient touches ([`Network::sparse_rows`]).
-    pub touched: Vec<bool>,
     /// Bits the network spent on this step's bytes (before its update).
     pub bits: f64,
 }
 
 impl<N: Network> Stream<N> {
-    pub fn new(net: &N, params: &ParamSet, start: usize) -> Self {
+    pub fn new(net: &N, start: usize) -> Self {
         Stream {
             next: start,
             token: 0,
             state: net.new_state(),
-            grads: params.zeros_like(),
-            touched: vec![false; net.sparse_rows()],
             bits: 0.0,
         }
     }
@@ -63,9 +84,16 @@ impl<N: Network> Worker<N> {
 
     /// Trains `stream` on its next `traces.len()` bytes of `data`: the forward over them from
     /// its state (which it then keeps: truncated BPTT, the state computed with the weights of
-    /// the step), the segment's backward with each byte's loss weighted `scale`, into the
-    /// stream's gradient.
-    pub fn segment(&mut self, params: &ParamSet, stream: &mut Stream<N>, data: &[u8], scale: f32) {
+    /// the step), the segment's backward with each byte's loss weighted `scale`, added into
+    /// `grads`, the rows it touches flagged in `touched`.
+    pub fn segment(
+        &mut self,
+        params: &ParamSet,
+        stream: &mut Stream<N>,
+        (grads, touched): (&mut [f32], &mut [bool]),
+        data: &[u8],
+        scale: f32,
+    ) {
         let steps = self.traces.len();
         stream.bits = 0.0;
         for t in 0..steps {
@@ -83,8 +111,8 @@ impl<N: Network> Worker<N> {
                 let hot = if i == target as usize { 1.0 } else { 0.0 };
                 *o = (hot - p as f32) * scale;
             }
-            self.net.mark_rows(&self.traces[t], &mut stream.touched);
-            stream.touched[input as usize] = true;
+            self.net.mark_rows(&self.traces[t], touched);
+            touched[input as usize] = true;
             stream.token = target;
             stream.next = if stream.next + 1 == data.len() {
                 0
@@ -98,7 +126,7 @@ impl<N: Network> Worker<N> {
             &self.traces,
             &self.grad_logits,
             Scope::ALL,
-            &mut stream.grads,
+            grads,
             &mut self.carry,
         );
     }
@@ -122,11 +150,11 @@ impl<N: Network> Worker<N> {
     }
 }
 
-/// Runs one segment on every stream, the streams cut into as many contiguous groups as there
-/// are workers, one thread per group (the first on the calling thread).
+/// Runs one segment on every stream of every group: the groups cut into as many contiguous
+/// runs as there are workers, one thread per run (the first on the calling thread).
 pub fn run_segments<N: Network + Send>(
     workers: &mut [Worker<N>],
-    streams: &mut [Stream<N>],
+    groups: &mut [Group<N>],
     params: &ParamSet,
     data: &[u8],
     scale: f32,
@@ -135,49 +163,50 @@ pub fn run_segments<N: Network + Send>(
     N::Trace: Send,
     N::Carry: Send,
 {
-    let groups = workers.len().min(streams.len()).max(1);
-    let per = streams.len().div_ceil(groups);
-    let mut chunks = streams.chunks_mut(per);
+    let threads = workers.len().min(groups.len()).max(1);
+    let per = groups.len().div_ceil(threads);
+    let mut runs = groups.chunks_mut(per);
     let mut workers = workers.iter_mut();
-    let (Some(first_streams), Some(first_worker)) = (chunks.next(), workers.next()) else {
+    let (Some(first_run), Some(first_worker)) = (runs.next(), workers.next()) else {
         return;
     };
+    let train = |worker: &mut Worker<N>, run: &mut [Group<N>]| {
+        for g in run {
+            for s in &mut g.streams {
+                worker.segment(params, s, (&mut g.grads, &mut g.touched), data, scale);
+            }
+        }
+    };
     std::thread::scope(|scope| {
-        for (worker, group) in workers.zip(chunks) {
-            scope.spawn(move || {
-                for s in group {
-                    worker.segment(params, s, data, scale);
-                }
-            });
+        for (worker, run) in workers.zip(runs) {
+            scope.spawn(move || train(worker, run));
         }
-        for s in first_streams {
-            first_worker.segment(params, s, data, scale);
-        }
+        train(first_worker, first_run);
     });
 }
 
-/// Sums the streams' gradients into the first stream's buffer, in stream order, over what any
-/// of them touched (every dense tensor, and the sparse rows flagged in any stream), leaving the
-/// other buffers zero; the flags of the union are left in the first stream's `touched`, the
+/// Sums the groups' gradients into the first group's buffer, in group order, over what any
+/// of them touched (every dense tensor, and the sparse rows flagged in any group), leaving the
+/// other buffers zero; the flags of the union are left in the first group's `touched`, the
 /// others cleared.
-pub fn sum_into_first<N: Network>(params: &ParamSet, streams: &mut [Stream<N>]) {
-    let Some((first, rest)) = streams.split_first_mut() else {
+pub fn sum_into_first<N: Network>(params: &ParamSet, groups: &mut [Group<N>]) {
+    let Some((first, rest)) = groups.split_first_mut() else {
         return;
     };
-    for s in rest.iter() {
-        for (u, &t) in first.touched.iter_mut().zip(&s.touched) {
+    for g in rest.iter() {
+        for (u, &t) in first.touched.iter_mut().zip(&g.touched) {
             *u |= t;
         }
     }
-    for s in rest.iter_mut() {
+    for g in rest.iter_mut() {
         for range in touched_ranges(params, &first.touched) {
-            let (to, from) = (&mut first.grads[range.clone()], &mut s.grads[range]);
+            let (to, from) = (&mut first.grads[range.clone()], &mut g.grads[range]);
             for (a, b) in to.iter_mut().zip(from.iter_mut()) {
                 *a += *b;
                 *b = 0.0;
             }
         }
-        s.touched.fill(false);
+        g.touched.fill(false);
     }
 }
 

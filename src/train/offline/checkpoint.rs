@@ -77,13 +77,13 @@ pub(super) fn save<N: Network>(t: &Trainer<'_, N>) -> Result<Vec<u8>> {
         }
     }
     let net = &t.workers[0].net;
-    for (b, s) in t.streams.iter().enumerate() {
+    for (b, s) in t.streams().enumerate() {
         for part in net.state_tensors(&s.state) {
             extra.push((format!("{STREAM}{b}.{}", part.name), part.shape, part.data));
         }
     }
-    let next: Vec<String> = t.streams.iter().map(|s| s.next.to_string()).collect();
-    let tokens: Vec<u8> = t.streams.iter().map(|s| s.token).collect();
+    let next: Vec<String> = t.streams().map(|s| s.next.to_string()).collect();
+    let tokens: Vec<u8> = t.streams().map(|s| s.token).collect();
     let mut meta = common(t);
     for (key, value) in [
         ("plan", t.plan.identity(&t.data_id)),
@@ -122,19 +122,20 @@ pub(super) fn restore<N: Network + Build>(t: &mut Trainer<'_, N>, file: &ModelFi
         .collect::<Option<_>>()
         .context("lmzip.train.next is not a list of places in the data")?;
     let tokens = unhex(meta("tokens")?).context("lmzip.train.tokens is not hexadecimal")?;
-    if next.len() != t.streams.len() || tokens.len() != t.streams.len() {
+    let streams = t.plan.streams;
+    if next.len() != streams || tokens.len() != streams {
         bail!(
-            "the checkpoint has {} streams, this run {}",
-            next.len(),
-            t.streams.len()
+            "the checkpoint has {} streams, this run {streams}",
+            next.len()
         );
     }
 
     fill_params(&mut t.params, file, &[]).context("the checkpoint's weights")?;
     let moments = read_moments(file, &t.params)?;
     t.optimizer.restore(moments, steps, &ADAM);
-    let net = &t.workers[0].net;
-    for (b, s) in t.streams.iter_mut().enumerate() {
+    let (workers, groups) = (&t.workers, &mut t.groups);
+    let net = &workers[0].net;
+    for (b, s) in groups.iter_mut().flat_map(|g| &mut g.streams).enumerate() {
         for part in net.state_tensors_mut(&mut s.state) {
             let name = format!("{STREAM}{b}.{}", part.name);
             part.data

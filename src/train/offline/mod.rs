@@ -23,7 +23,7 @@ use std::time::Instant;
 use anyhow::{Result, bail};
 use sha2::{Digest, Sha256};
 
-use self::batch::{Stream, Worker, run_segments, sum_into_first};
+use self::batch::{GROUPS, Group, Stream, Worker, run_segments, sum_into_first};
 pub use self::schedule::{Decay, LrSchedule};
 use crate::model::mamba1::Mamba1;
 use crate::model::rwkv7::Rwkv7;
@@ -69,7 +69,8 @@ pub struct Plan {
     pub streams: usize,
     /// T: bytes per stream and step.
     pub bptt: usize,
-    /// Threads the streams are split over (the result does not depend on it).
+    /// Threads the streams are split over (the result does not depend on it; at most
+    /// [`GROUPS`] are used).
     pub threads: usize,
     pub schedule: LrSchedule,
     /// Element-wise gradient clip; 0 for none.
@@ -245,7 +246,8 @@ struct Trainer<'d, N: Network> {
     optimizer: Optimizer,
     /// One per thread; the first also validates.
     workers: Vec<Worker<N>>,
-    streams: Vec<Stream<N>>,
+    /// The streams in their gradient groups, in stream order.
+    groups: Vec<Group<N>>,
     /// Steps taken (each one optimizer step).
     steps: u64,
     /// Seconds spent by the runs this one resumes.
@@ -266,6 +268,11 @@ impl<N: Network> Trainer<'_, N> {
         self.steps * self.plan.step_bytes()
     }
 
+    /// The streams, in order.
+    fn streams(&self) -> impl Iterator<Item = &Stream<N>> {
+        self.groups.iter().flat_map(|g| &g.streams)
+    }
+
     /// Seconds of training, over this run and those it resumes.
     fn seconds(&self) -> f64 {
         self.seconds_before + self.started.elapsed().as_secs_f64()
@@ -280,7 +287,8 @@ where
     N::Config: Clone,
 {
     fn new(plan: &Plan, cfg: &N::Config, net: N, params: ParamSet, data: &'d [u8]) -> Result<Self> {
-        let threads = plan.threads.min(plan.streams);
+        let groups = plan.streams.min(GROUPS);
+        let threads = plan.threads.min(groups);
         let mut workers = vec![Worker::new(net, plan.bptt)];
         for _ in 1..threads {
             let (mut net, _) = N::new(cfg.clone())?;
@@ -288,10 +296,15 @@ where
             workers.push(Worker::new(net, plan.bptt));
         }
         // Evenly spaced starts: the streams read different parts of the data.
-        let streams = (0..plan.streams)
-            .map(|b| {
-                let start = (data.len() as u128 * b as u128 / plan.streams as u128) as usize;
-                Stream::new(&workers[0].net, &params, start)
+        let mut streams = (0..plan.streams).map(|b| {
+            let start = (data.len() as u128 * b as u128 / plan.streams as u128) as usize;
+            Stream::new(&workers[0].net, start)
+        });
+        let per = plan.streams.div_ceil(groups);
+        let groups = (0..groups)
+            .map(|_| {
+                let members = streams.by_ref().take(per).collect();
+                Group::new(&workers[0].net, &params, members)
             })
             .collect();
         Ok(Trainer {
@@ -301,7 +314,7 @@ where
             params,
             optimizer: Optimizer::new(),
             workers,
-            streams,
+            groups,
             steps: 0,
             seconds_before: 0.0,
             started: Instant::now(),
@@ -345,18 +358,11 @@ where
     fn step(&mut self) {
         let scale = 1.0 / self.plan.step_bytes() as f32;
         let lr = self.next_lr();
-        run_segments(
-            &mut self.workers,
-            &mut self.streams,
-            &self.params,
-            self.data,
-            scale,
-        );
-        for s in &self.streams {
-            self.interval_bits += s.bits;
-        }
+        let (workers, groups) = (&mut self.workers, &mut self.groups);
+        run_segments(workers, groups, &self.params, self.data, scale);
+        self.interval_bits += self.streams().map(|s| s.bits).sum::<f64>();
         self.interval_bytes += self.plan.step_bytes();
-        sum_into_first(&self.params, &mut self.streams);
+        sum_into_first(&self.params, &mut self.groups);
         let hyper = Hyper {
             kind: OptimizerKind::Adam,
             lr,
@@ -365,7 +371,7 @@ where
             rate: RateSchedule::NONE,
             lrmul: LrMul::ONE,
         };
-        let first = &mut self.streams[0];
+        let first = &mut self.groups[0];
         self.optimizer.step(
             &mut self.params,
             &mut first.grads,
