@@ -76,6 +76,20 @@ pub fn run(args: &TrainArgs, quiet: bool) -> u8 {
 /// The plan of the arguments, and the data and validation bytes, read.
 fn prepare(a: &TrainArgs) -> Result<(Job, Vec<u8>, Vec<u8>)> {
     let config_and_seed = network(a)?;
+    for (path, name) in [(Some(&a.out), "--out"), (a.files.curve.as_ref(), "--curve")] {
+        if let Some(path) = path
+            && path.exists()
+            && !a.force
+            && !(name == "--curve" && a.files.resume.is_some())
+        {
+            bail!("{name} {} exists (use -f to overwrite)", path.display());
+        }
+    }
+    if let Some(path) = &a.files.resume
+        && !path.exists()
+    {
+        bail!("--resume {}: no such file", path.display());
+    }
     let data = read(&a.data, "--data")?;
     if data.is_empty() {
         bail!(
@@ -97,20 +111,6 @@ fn prepare(a: &TrainArgs) -> Result<(Job, Vec<u8>, Vec<u8>)> {
     }
     let valid_bytes = a.files.valid_bytes.unwrap_or(VALID_BYTES) as usize;
     valid.truncate(valid_bytes);
-    for (path, name) in [(Some(&a.out), "--out"), (a.files.curve.as_ref(), "--curve")] {
-        if let Some(path) = path
-            && path.exists()
-            && !a.force
-            && !(name == "--curve" && a.files.resume.is_some())
-        {
-            bail!("{name} {} exists (use -f to overwrite)", path.display());
-        }
-    }
-    if let Some(path) = &a.files.resume
-        && !path.exists()
-    {
-        bail!("--resume {}: no such file", path.display());
-    }
     let s = &a.schedule;
     let bytes = match (s.bytes, s.epochs, s.time) {
         (Some(b), _, _) => Some(b),

@@ -153,10 +153,7 @@ pub(super) fn restore<N: Network + Build>(t: &mut Trainer<'_, N>, file: &ModelFi
 }
 
 /// Adam's moments, laid out like the parameters (none before the first step).
-fn read_moments(
-    file: &ModelFile,
-    params: &ParamSet,
-) -> Result<Option<(Option<Vec<f32>>, Vec<f32>)>> {
+fn read_moments(file: &ModelFile, params: &ParamSet) -> Result<Option<crate::resume::Moments>> {
     if !file.tensors.keys().any(|k| k.starts_with(ADAM_V)) {
         return Ok(None);
     }
