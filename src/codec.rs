@@ -4,6 +4,7 @@
 //! byte with it, and the predictor learns the byte. Both directions run [`code_frame`] and differ
 //! only in the [`Direction`] they pass, so they compute the same thing by construction.
 
+use std::borrow::Cow;
 use std::io::{Read, Write};
 
 use anyhow::{Context, Result};
@@ -96,6 +97,9 @@ pub struct Options<'a> {
     /// needs more is refused before anything is built for it ([`MemoryLimit`]), in either
     /// direction (compression refuses to write what could not be decoded within it).
     pub memory_limit: Option<u64>,
+    /// Compression: keep the recipe's built-in prior only if the input's first bytes suit it
+    /// ([`crate::prior::suits`]); the header records the choice. Off, the recipe is as given.
+    pub choose_prior: bool,
 }
 
 /// The memory decoding a member of `recipe` needs, in bytes (and encoding it, within a frame's
@@ -450,7 +454,20 @@ pub fn compress(
     mut output: impl Write,
     report: ProgressFn<'_>,
 ) -> Result<Summary> {
-    let mut encoder = MemberEncoder::start(recipe, options, &mut output)?;
+    // The prior's choice looks at the input's first bytes, then codes them as any others.
+    let mut sample = Vec::new();
+    let mut recipe = Cow::Borrowed(recipe);
+    if options.choose_prior && recipe.config().prior() != 0 {
+        (&mut input)
+            .take(crate::prior::SAMPLE as u64)
+            .read_to_end(&mut sample)
+            .context("cannot read input")?;
+        if !crate::prior::suits(&sample) {
+            recipe = Cow::Owned(crate::prior::without(&recipe));
+        }
+    }
+    let mut input = (&sample[..]).chain(input);
+    let mut encoder = MemberEncoder::start(&recipe, options, &mut output)?;
     while encoder.read_from(&mut input, &mut output, report)? > 0 {}
     encoder.finish(&mut output, report)
 }

@@ -44,11 +44,23 @@ pub fn store(recipe: &Recipe) -> StoredRecipe {
                 model: model_code(kind),
                 level,
                 edits,
-                crc: crc32fast::hash(text.as_bytes()),
+                crc: recipe_crc(recipe),
             }
         }
         _ => StoredRecipe::Text(text),
     }
+}
+
+/// The CRC32 a level form stores: of the recipe's canonical text and, when the network starts
+/// from a built-in prior, of the prior's pinned SHA-256 after it, so that a build whose prior
+/// under that number differed refuses the file rather than decode it from other weights.
+fn recipe_crc(recipe: &Recipe) -> u32 {
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(recipe.to_text().as_bytes());
+    if let Some(prior) = crate::prior::by_number(recipe.config().prior()) {
+        crc.update(prior.sha256().as_bytes());
+    }
+    crc.finalize()
 }
 
 fn bad(why: String) -> FormatError {
@@ -75,7 +87,8 @@ pub fn expand(stored: &StoredRecipe, numerics: u8) -> Result<Recipe, FormatError
             let recipe = levels::recipe_of(numerics, kind, *level)
                 .edit_from_level(edits, None)
                 .map_err(|e| bad(format!("the edits of level {level}: {e}")))?;
-            let actual = crc32fast::hash(recipe.to_text().as_bytes());
+            crate::prior::check(recipe.config()).map_err(|e| bad(format!("{e:#}")))?;
+            let actual = recipe_crc(&recipe);
             if actual != *crc {
                 return Err(bad(format!(
                     "level {level} of {} with the stored edits is not the recipe the file was \

@@ -71,6 +71,7 @@ pub mod modelfile;
 pub mod params;
 pub mod pool;
 pub mod predictor;
+pub mod prior;
 pub mod recipe;
 pub mod resume;
 pub mod train;

@@ -59,7 +59,12 @@ pub fn build(recipe: &Recipe, weights: Option<&Weights>) -> Result<Box<dyn ByteP
     Ok(match &recipe.base {
         Base::Fresh { config, seed } => match config {
             ModelConfig::Mamba1(cfg) => {
-                let (net, params) = Mamba1::new_random(cfg.clone(), *seed)?;
+                let (net, mut params) = Mamba1::new_random(cfg.clone(), *seed)?;
+                if cfg.prior != 0 {
+                    // The prior holds the output bias too.
+                    params.add(OUTPUT_BIAS, &[VOCAB], mamba1::GROUPS.len() as Group);
+                    crate::prior::start_from(config, &mut params)?;
+                }
                 Box::new(Predictor::new(net, params, recipe, schedule, None)?)
             }
             ModelConfig::Rwkv7(cfg) => {

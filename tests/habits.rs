@@ -242,6 +242,31 @@ fn a_terminal_run_ends_with_a_summary_line_and_no_progress_hides_the_bar() {
     assert_eq!(shown.trim(), "status=0");
 }
 
+/// `--prior none` starts from seeded weights and says so in no header byte more than needed;
+/// an unknown prior is a usage error that lists the ones the build carries.
+#[test]
+fn prior_none_and_an_unknown_prior() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    let data = text(700);
+    let packed = ok(run(
+        d,
+        &["-c", "--prior", "none", "--hidden", "16", "--size", "700"],
+        &data,
+    ))
+    .stdout;
+    assert_eq!(ok(run(d, &["-d"], &packed)).stdout, data);
+    let info = {
+        fs::write(d.join("p.lmz"), &packed).unwrap();
+        String::from_utf8_lossy(&ok(run(d, &["info", "p.lmz"], b"")).stdout).into_owned()
+    };
+    assert!(!info.contains("prior:"), "{info}");
+    assert_usage_error(
+        &run(d, &["-c", "--prior", "no-such-prior"], &data),
+        "carries no such prior",
+    );
+}
+
 #[test]
 fn version_completions_and_manual_page() {
     let dir = TempDir::new().unwrap();
@@ -252,6 +277,14 @@ fn version_completions_and_manual_page() {
         version.contains("format version 2, numerics version"),
         "{version}"
     );
+    // --version lists the built-in priors by name, number and SHA-256.
+    assert!(version.contains("built-in priors:"), "{version}");
+    for p in lmzip::prior::all() {
+        assert!(
+            version.contains(p.name) && version.contains(p.sha256()),
+            "{version}"
+        );
+    }
     for shell in ["bash", "zsh", "fish"] {
         let out = ok(run(d, &["completions", shell], b""));
         let script = String::from_utf8_lossy(&out.stdout);

@@ -157,6 +157,7 @@ fn a_header_asking_for_huge_training_buffers_is_refused_before_allocating() {
         conv: 64,
         dt_rank: 1,
         ctx: 0,
+        prior: 0,
     }));
     let long = TrainSpec {
         bptt: MAX_BPTT,
@@ -414,6 +415,39 @@ fn a_header_with_out_of_range_context_tables_is_refused_before_allocating() {
         format::write_header(&mut f, &StoredRecipe::Text(lying)).unwrap();
         format::write_end(&mut f, 0, 0).unwrap();
         refused_at_once(&f, "ctx");
+    }
+}
+
+/// A header naming a built-in prior this build does not carry (by number), or one out of range,
+/// is refused before anything is built, in either of the header's recipe forms.
+#[test]
+fn a_header_naming_an_unknown_prior_is_refused_before_allocating() {
+    let _alone = alone();
+    let level = lmzip::levels::default_recipe(ModelKind::Mamba1);
+    let text = level.to_text();
+    assert!(text.contains(",ctx=14,"), "{text}");
+    let unknown = lmzip::model::MAX_PRIOR;
+    assert!(lmzip::prior::by_number(unknown).is_none());
+    for (prior, needle) in [
+        (unknown.to_string(), "does not carry"),
+        ("256".into(), "prior"),
+    ] {
+        let lying = text.replace(",ctx=14,", &format!(",ctx=14,prior={prior},"));
+        let mut f = Vec::new();
+        format::write_header(&mut f, &StoredRecipe::Text(lying)).unwrap();
+        format::write_end(&mut f, 0, 0).unwrap();
+        refused_at_once(&f, needle);
+        // The level form: level 3 with the edit naming the prior.
+        let mut f = Vec::new();
+        let stored = StoredRecipe::Level {
+            model: 1,
+            level: 3,
+            edits: format!("cfg:prior={prior}"),
+            crc: 0,
+        };
+        format::write_header(&mut f, &stored).unwrap();
+        format::write_end(&mut f, 0, 0).unwrap();
+        refused_at_once(&f, needle);
     }
 }
 

@@ -78,6 +78,7 @@ fn mamba1_saved_model_loads_back_bit_identically() {
         conv: 3,
         dt_rank: 5,
         ctx: 0,
+        prior: 0,
     };
     let (mut net, params) = Mamba1::new_random(cfg.clone(), 4).unwrap();
     let file = saved(&params);

@@ -30,6 +30,7 @@ fn config() -> impl Strategy<Value = ModelConfig> {
                     conv,
                     dt_rank,
                     ctx: 0,
+                    prior: 0,
                 })
             }),
         (

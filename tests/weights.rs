@@ -401,6 +401,7 @@ fn small_mamba() -> (mamba1::Config, ParamSet) {
         conv: 3,
         dt_rank: 3,
         ctx: 0,
+        prior: 0,
     };
     let (_, params) = Mamba1::new_random(cfg.clone(), 11).unwrap();
     (cfg, params)

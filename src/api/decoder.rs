@@ -88,6 +88,7 @@ impl<R: Read> Decoder<R> {
             save_model: false,
             expected_len: None,
             memory_limit: self.memory_limit,
+            choose_prior: false,
         };
         let stream = &mut self.stream;
         let frame = &mut self.frame;

@@ -41,6 +41,8 @@ impl<W: Write> Encoder<W> {
             save_model: false,
             expected_len: options.announced_len(),
             memory_limit: options.memory(),
+            // The header goes out before any data: the level's prior stays.
+            choose_prior: false,
         };
         let member = in_pool(&pool, || {
             MemberEncoder::start(&recipe, &codec_options, &mut output)

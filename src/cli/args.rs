@@ -540,6 +540,12 @@ pub struct ModelArgs {
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_seed)]
     pub seed: Option<u64>,
 
+    /// Start the network from a built-in prior, trained offline on text and code (`lmzip
+    /// --version` lists them; docs/prior.md), or from seeded weights (none) [default: the
+    /// level's]
+    #[arg(long, value_name = "NAME|none")]
+    pub prior: Option<String>,
+
     /// Truncated-BPTT window in bytes (1: a one-step update per byte)
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_count)]
     pub bptt: Option<usize>,

@@ -129,6 +129,7 @@ fn measure(path: &Path, data: &[u8], kind: ModelKind, level: u8, v: Verbosity) -
         save_model: false,
         expected_len: Some(data.len() as u64),
         memory_limit: None,
+        choose_prior: true,
     };
     let total = Some(data.len() as u64);
 

@@ -31,6 +31,8 @@ pub struct Shared {
     recipe: Option<Recipe>,
     /// Whether the recipe's stage is sized for each input (src/fit.rs).
     fit: bool,
+    /// Whether the level's prior is kept only for inputs it suits ([`crate::prior::suits`]).
+    choose_prior: bool,
     /// `--memory`.
     memory_limit: Option<u64>,
     /// `list` has printed its header line.
@@ -64,14 +66,15 @@ impl Shared {
             ),
             _ => None,
         };
-        let fit = match &settings.job {
-            Job::Compress { plan, .. } => plan.fits(),
-            _ => false,
+        let (fit, choose_prior) = match &settings.job {
+            Job::Compress { plan, .. } => (plan.fits(), plan.chooses_prior()),
+            _ => (false, false),
         };
         Ok(Shared {
             weights,
             recipe,
             fit,
+            choose_prior,
             memory_limit: settings.memory_limit,
             listed: std::cell::Cell::new(false),
             list_totals: std::cell::Cell::default(),
@@ -84,6 +87,7 @@ impl Shared {
             save_model,
             expected_len: None,
             memory_limit: self.memory_limit,
+            choose_prior: self.choose_prior,
         }
     }
 }
@@ -812,7 +816,16 @@ fn describe_recipe(header: &format::Header) -> (String, String) {
                     hex(sha256),
                     name.as_ref().map_or(String::new(), |n| format!(" ({n})"))
                 ),
-                Base::Fresh { .. } => String::new(),
+                Base::Fresh { config, .. } => match crate::prior::by_number(config.prior()) {
+                    Some(p) => format!(
+                        "\x20 prior:            {} (number {}, sha256 {}): {}\n",
+                        p.name,
+                        p.number,
+                        p.sha256(),
+                        p.about
+                    ),
+                    None => String::new(),
+                },
             };
             (recipe.to_text(), model_file)
         }

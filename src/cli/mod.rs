@@ -165,11 +165,31 @@ pub fn version_text() -> String {
     )
 }
 
+/// `--version`: the version line, then the built-in priors the build carries (a file written
+/// with a prior decodes only with a build that carries it).
+pub fn long_version_text() -> String {
+    let mut text = version_text() + "\nbuilt-in priors:";
+    if crate::prior::all().is_empty() {
+        text += " none";
+    }
+    for p in crate::prior::all() {
+        text += &format!(
+            "\n  {} (number {}, SHA-256 {}): {}",
+            p.name,
+            p.number,
+            p.sha256(),
+            p.about
+        );
+    }
+    text
+}
+
 /// The clap command with the full version text.
 fn command() -> clap::Command {
-    // clap keeps a borrowed version string; the command is built once or twice per process.
+    // clap keeps borrowed version strings; the command is built once or twice per process.
     let version: &'static str = Box::leak(version_text().into_boxed_str());
-    Cli::command().version(version)
+    let long: &'static str = Box::leak(long_version_text().into_boxed_str());
+    Cli::command().version(version).long_version(long)
 }
 
 fn parse(args: Vec<OsString>) -> Result<Cli, clap::Error> {

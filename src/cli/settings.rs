@@ -10,7 +10,7 @@ use super::args::{Cli, Command, CompressArgs, InputArgs, ModelArgs, OutputArgs};
 use crate::levels;
 use crate::modelfile::Weights;
 use crate::params::Scope;
-use crate::recipe::{self, Action, Base, ModelKind, OptimizerKind, Recipe};
+use crate::recipe::{self, Action, Base, ModelConfig, ModelKind, OptimizerKind, Recipe};
 
 /// How much to say on stderr.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -142,6 +142,7 @@ struct Knobs {
     hidden: Option<usize>,
     layers: Option<usize>,
     seed: Option<u64>,
+    prior: Option<String>,
     optimizer: Option<String>,
     lr: Option<f32>,
     scope: Option<String>,
@@ -160,6 +161,7 @@ impl RecipePlan {
                 hidden: m.hidden,
                 layers: m.layers,
                 seed: m.seed,
+                prior: m.prior.clone(),
                 optimizer: m.optimizer.clone(),
                 lr: m.lr,
                 scope: m.scope.clone(),
@@ -174,6 +176,12 @@ impl RecipePlan {
     /// `table`, `match`, `fit` or `cap` itself.
     pub fn fits(&self) -> bool {
         !self.text.as_deref().is_some_and(recipe::names_stage_sizes)
+    }
+
+    /// Whether the level's prior may be left out for an input it does not suit: unless
+    /// `--prior` or the recipe text names one.
+    pub fn chooses_prior(&self) -> bool {
+        self.knobs.prior.is_none() && !self.text.as_deref().is_some_and(|t| t.contains("prior="))
     }
 
     /// The `file:PATH` of the recipe text, if it has one.
@@ -204,6 +212,31 @@ impl RecipePlan {
     }
 }
 
+/// `--prior NAME|none`: the built-in prior a fresh Mamba-1 network starts from.
+fn apply_prior(recipe: &mut Recipe, name: &str) -> Result<()> {
+    let number = match name {
+        "none" => 0,
+        _ => match crate::prior::by_name(name) {
+            Some(p) => p.number,
+            None => bail!(
+                "--prior {name}: this build carries no such prior (it carries: {})",
+                crate::prior::names()
+            ),
+        },
+    };
+    match &mut recipe.base {
+        Base::Fresh {
+            config: ModelConfig::Mamba1(cfg),
+            ..
+        } => cfg.prior = number,
+        _ if number == 0 => {}
+        _ => bail!(
+            "--prior starts a fresh Mamba-1 network; this run has another model or a model file"
+        ),
+    }
+    Ok(())
+}
+
 impl Knobs {
     /// Applies the knobs: sizes and seed to a fresh base, training settings to every train
     /// rule (`--optimizer none` turns them into infer).
@@ -220,6 +253,9 @@ impl Knobs {
             if let Some(s) = self.seed {
                 *seed = s;
             }
+        }
+        if let Some(name) = &self.prior {
+            apply_prior(recipe, name)?;
         }
         let optimizer = match self.optimizer.as_deref() {
             Some("none") => {

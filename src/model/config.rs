@@ -63,6 +63,14 @@ impl ModelConfig {
         }
     }
 
+    /// The built-in prior the weights start from (src/prior), 0 for none.
+    pub fn prior(&self) -> usize {
+        match self {
+            ModelConfig::Mamba1(c) => c.prior,
+            ModelConfig::Rwkv7(_) => 0,
+        }
+    }
+
     /// Number of parameters (without the output bias).
     pub fn param_count(&self) -> usize {
         match self {
@@ -257,7 +265,7 @@ macro_rules! size_keys {
     (@implicit $v:literal) => { Some($v) };
 }
 
-static MAMBA1_SIZES: [SizeKey<mamba1::Config>; 7] = size_keys![
+static MAMBA1_SIZES: [SizeKey<mamba1::Config>; 8] = size_keys![
     "hidden" => hidden,
     "layers" => layers,
     "intermediate" => inner,
@@ -266,6 +274,8 @@ static MAMBA1_SIZES: [SizeKey<mamba1::Config>; 7] = size_keys![
     "dt_rank" => dt_rank,
     // Context inputs (src/model/context.rs): none unless a recipe names them.
     "ctx" => ctx = 0,
+    // The built-in prior the weights start from (src/prior): none unless a recipe names one.
+    "prior" => prior = 0,
 ];
 
 static RWKV7_SIZES: [SizeKey<rwkv7::Config>; 7] = size_keys![
@@ -277,6 +287,9 @@ static RWKV7_SIZES: [SizeKey<rwkv7::Config>; 7] = size_keys![
     "v_rank" => v_rank,
     "g_rank" => g_rank,
 ];
+
+/// Largest prior number a recipe may name (src/prior): the numbers of built-in priors.
+pub const MAX_PRIOR: usize = 255;
 
 /// Largest accepted size of any one dimension: a header that claims more is rejected before
 /// anything is allocated.

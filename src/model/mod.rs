@@ -32,7 +32,7 @@ pub mod layout;
 pub mod mamba1;
 pub mod rwkv7;
 
-pub use config::{MAX_DIM, MAX_PARAMS, ModelConfig, ModelKind};
+pub use config::{MAX_DIM, MAX_PARAMS, MAX_PRIOR, ModelConfig, ModelKind};
 
 use anyhow::Result;
 

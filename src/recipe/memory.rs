@@ -64,8 +64,11 @@ pub fn working_floats(recipe: &Recipe) -> usize {
         })
         .max()
         .unwrap_or(0);
+    // A built-in prior stays expanded (f32) for the process's life once a stream used it.
+    let prior = crate::prior::by_number(config.prior()).map_or(0, |p| p.floats());
     params
         .saturating_mul(2 + moments)
+        .saturating_add(prior)
         .saturating_add(traces.saturating_mul(trace))
         .saturating_add(states.saturating_mul(state))
         .saturating_add(segment)

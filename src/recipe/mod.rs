@@ -302,6 +302,12 @@ impl Recipe {
     pub fn validate(&self) -> Result<()> {
         let kind = self.kind();
         self.config().validate()?;
+        if let Base::File { config, .. } = &self.base
+            && config.prior() != 0
+        {
+            bail!("a model file's network starts from the file, not from a built-in prior");
+        }
+        crate::prior::check(self.config())?;
         check_rule_count(self.schedule.len()).map_err(anyhow::Error::msg)?;
         for (i, rule) in self.schedule.iter().enumerate() {
             let at = |e: anyhow::Error| e.context(format!("rule {}", i + 1));

@@ -288,6 +288,7 @@ mod tests {
             conv: 3,
             dt_rank: 4,
             ctx: 0,
+            prior: 0,
         };
         Mamba1::new_random(cfg, 5).unwrap()
     }

@@ -63,6 +63,9 @@ pub struct Config {
     pub dt_rank: usize,
     /// Log2 rows of each context embedding table; 0 for none (the model's own layout).
     pub ctx: usize,
+    /// The built-in prior whose weights the network starts from (src/prior), by its number;
+    /// 0 for seeded random weights. Not a size: it does not change the layout.
+    pub prior: usize,
 }
 
 impl Default for Config {
@@ -77,6 +80,7 @@ impl Default for Config {
             conv: 4,
             dt_rank: 8,
             ctx: 0,
+            prior: 0,
         }
     }
 }
@@ -104,6 +108,13 @@ impl Config {
                 self.ctx,
                 context::MIN_BITS,
                 context::MAX_BITS
+            );
+        }
+        if self.prior > crate::model::MAX_PRIOR {
+            anyhow::bail!(
+                "mamba1 prior = {} is out of range (0..={})",
+                self.prior,
+                crate::model::MAX_PRIOR
             );
         }
         if self.layers > 64 || self.conv > 64 || self.state > 256 {
@@ -147,6 +158,7 @@ impl Config {
                 }
                 false => 0,
             },
+            prior: 0,
         };
         cfg.validate()?;
         Ok(cfg)
@@ -221,7 +233,7 @@ struct Slots {
 }
 
 /// Name of the context embeddings (lmzip's own tensor: the model family has none).
-const CONTEXT_EMBED: &str = "model.context_embeddings.weight";
+pub(crate) const CONTEXT_EMBED: &str = "model.context_embeddings.weight";
 
 /// Registers every tensor, in the order (and with the names) of model files.
 fn register_params(cfg: &Config, p: &mut ParamSet) -> Slots {

@@ -12,6 +12,7 @@ fn small() -> Config {
         conv: 3,
         dt_rank: 4,
         ctx: 0,
+        prior: 0,
     }
 }
 
@@ -77,6 +78,7 @@ fn registry_state_and_trace_match_their_size_formulas() {
         conv: 5,
         dt_rank: 3,
         ctx: 0,
+        prior: 0,
     };
     for cfg in [Config::default(), small(), odd, small_ctx()] {
         let (net, params) = Mamba1::new_random(cfg.clone(), 1).unwrap();

@@ -1,0 +1,369 @@
+//! Built-in priors: networks trained offline on text and code (docs/prior.md) whose weights
+//! ship inside lmzip, so that the online network starts knowing something before the first
+//! byte (the recipe key `prior=N` of a Mamba-1 base, `--prior NAME`).
+//!
+//! A prior is a model file in lmzip's native layout, its weights stored as F16 and widened to
+//! f32 exactly (the same bits on every build), without optimizer state: the online run starts
+//! its optimizer fresh, as from seeded weights. It holds the network's tensors at the sizes the
+//! levels use, and its context tables (src/model/context.rs) at one size, which a run of
+//! another `ctx` folds or spreads to its own ([`fit_rows`]).
+//!
+//! A prior's number is never reused: a new prior gets a new number and name, and the build
+//! pins the SHA-256 of each prior's bytes (checked by a test, and at first use). A header names
+//! its prior by number in the recipe, and the level form's CRC32 covers the prior's SHA-256
+//! (src/compact.rs), so a build whose prior under that number differed would refuse the file.
+
+use std::sync::OnceLock;
+
+use anyhow::{Result, bail};
+use sha2::{Digest, Sha256};
+
+use crate::model::ModelConfig;
+use crate::model::mamba1::{self, CONTEXT_EMBED};
+use crate::modelfile::{ModelFile, RESUME_PREFIX};
+use crate::params::ParamSet;
+use crate::recipe::hex;
+
+/// One prior this build carries.
+pub struct Prior {
+    /// Its number in recipes (`prior=N`): never reused for other weights.
+    pub number: usize,
+    /// Its name for `--prior` and messages.
+    pub name: &'static str,
+    /// What it was trained on, in a few words (for `--version` and `info`).
+    pub about: &'static str,
+    /// The model file's bytes (safetensors, F16 weights).
+    bytes: &'static [u8],
+    /// SHA-256 of `bytes`, pinned when the prior was added.
+    sha256: &'static str,
+    /// The expanded file, made on first use.
+    file: OnceLock<Result<ModelFile, String>>,
+}
+
+/// The priors this build carries, by number.
+static PRIORS: [Prior; 0] = [];
+
+/// Every prior this build carries.
+pub fn all() -> &'static [Prior] {
+    &PRIORS
+}
+
+/// The prior of number `number`, if this build carries it.
+pub fn by_number(number: usize) -> Option<&'static Prior> {
+    PRIORS.iter().find(|p| p.number == number)
+}
+
+/// The prior called `name`, if this build carries it.
+pub fn by_name(name: &str) -> Option<&'static Prior> {
+    PRIORS.iter().find(|p| p.name == name)
+}
+
+/// The names of the priors this build carries, for messages.
+pub fn names() -> String {
+    match PRIORS.is_empty() {
+        true => "none".into(),
+        false => PRIORS.iter().map(|p| p.name).collect::<Vec<_>>().join(", "),
+    }
+}
+
+impl Prior {
+    /// The pinned SHA-256 of the prior's bytes, in hex.
+    pub fn sha256(&self) -> &'static str {
+        self.sha256
+    }
+
+    /// The prior's tensors, widened to f32 (checked against the pinned hash on first use).
+    pub fn file(&self) -> Result<&ModelFile> {
+        let file = self.file.get_or_init(|| {
+            let actual = hex(Sha256::digest(self.bytes).as_slice());
+            if actual != self.sha256 {
+                return Err(format!(
+                    "built-in prior {} is damaged: SHA-256 {actual}, expected {}",
+                    self.name, self.sha256
+                ));
+            }
+            ModelFile::from_bytes(self.bytes).map_err(|e| format!("{e:#}"))
+        });
+        file.as_ref()
+            .map_err(|e| anyhow::anyhow!("built-in prior {}: {e}", self.name))
+    }
+
+    /// Floats the expanded prior holds (for the memory estimate).
+    pub fn floats(&self) -> usize {
+        // F16: two bytes per value; the header is small beside the data.
+        self.bytes.len() / 2
+    }
+}
+
+/// Checks that the prior a config names exists in this build and fits the config's sizes: a
+/// header naming another one is refused here, before anything is allocated.
+pub fn check(config: &ModelConfig) -> Result<()> {
+    let number = config.prior();
+    if number == 0 {
+        return Ok(());
+    }
+    let Some(prior) = by_number(number) else {
+        bail!(
+            "this stream starts from built-in prior number {number}, which this build does not \
+             carry (it carries: {}); a newer lmzip may",
+            names()
+        );
+    };
+    let ModelConfig::Mamba1(cfg) = config else {
+        bail!("built-in priors are Mamba-1 networks");
+    };
+    let theirs = mamba1::Config::infer(prior.file()?.native()?.as_ref())?;
+    if !same_but_context(&theirs, cfg) {
+        bail!(
+            "built-in prior {} is a network of other sizes (hidden {}, layers {}, \
+             intermediate {}, state {}, conv {}, dt_rank {})",
+            prior.name,
+            theirs.hidden,
+            theirs.layers,
+            theirs.inner,
+            theirs.state,
+            theirs.conv,
+            theirs.dt_rank
+        );
+    }
+    if (theirs.ctx == 0) != (cfg.ctx == 0) {
+        bail!(
+            "built-in prior {}: context inputs on one side only",
+            prior.name
+        );
+    }
+    Ok(())
+}
+
+fn same_but_context(a: &mamba1::Config, b: &mamba1::Config) -> bool {
+    let sizes = |c: &mamba1::Config| (c.hidden, c.layers, c.inner, c.state, c.conv, c.dt_rank);
+    sizes(a) == sizes(b)
+}
+
+/// Starts `params` (a network of `config`'s sizes, seeded) from the prior the config names:
+/// every tensor the prior holds replaces the seeded one, the context tables fitted to the
+/// config's rows. Tensors the prior lacks keep their seeded values.
+pub fn start_from(config: &ModelConfig, params: &mut ParamSet) -> Result<()> {
+    if config.prior() == 0 {
+        return Ok(());
+    }
+    check(config)?;
+    let prior = by_number(config.prior()).expect("checked");
+    apply(prior.file()?, params)
+}
+
+/// Fills `params` from the tensors of `file` (a prior's, or a test's): the tensors of equal
+/// shape copied, the context tables fitted ([`fit_rows`]). A tensor of another shape, or one
+/// the network does not have, is an error.
+pub fn apply(file: &ModelFile, params: &mut ParamSet) -> Result<()> {
+    for (name, tensor) in &file.tensors {
+        if name.starts_with(RESUME_PREFIX) {
+            continue;
+        }
+        let Some(info) = params.find(name).cloned() else {
+            bail!("the prior has tensor {name}, which this network does not have");
+        };
+        let out = params.get_mut(info.slot);
+        if tensor.shape == info.shape {
+            out.copy_from_slice(&tensor.data);
+        } else if name == CONTEXT_EMBED && tensor.shape.len() == 2 && info.shape.len() == 2 {
+            let (from_rows, to_rows) = (tensor.shape[0], info.shape[0]);
+            if tensor.shape[1] != info.shape[1] {
+                bail!("the prior's {name} rows have another width");
+            }
+            fit_rows(&tensor.data, from_rows, out, to_rows)?;
+        } else {
+            bail!(
+                "the prior's {name} has shape {:?}, the network's {:?}",
+                tensor.shape,
+                info.shape
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Fits context tables of `from_rows` rows (the tables laid end to end, each a power of two)
+/// to `to_rows` rows. A context's row is the top bits of its hash (src/model/context.rs), so a
+/// row of the smaller table covers the rows of the larger one that share its top bits: shrinking
+/// averages them (summed in order, then scaled by a power of two: exact and the same on every
+/// build), growing copies each row to all the rows it covers.
+pub fn fit_rows(from: &[f32], from_rows: usize, to: &mut [f32], to_rows: usize) -> Result<()> {
+    let tables = crate::model::context::TABLES;
+    let (per_from, per_to) = (from_rows / tables, to_rows / tables);
+    if per_from * tables != from_rows
+        || per_to * tables != to_rows
+        || !per_from.is_power_of_two()
+        || !per_to.is_power_of_two()
+    {
+        bail!("context tables of {from_rows} and {to_rows} rows do not fit one another");
+    }
+    let width = from.len() / from_rows;
+    debug_assert_eq!(to.len(), to_rows * width);
+    for t in 0..tables {
+        for r in 0..per_to {
+            let dst = &mut to[(t * per_to + r) * width..][..width];
+            if per_to >= per_from {
+                let src = t * per_from + r / (per_to / per_from);
+                dst.copy_from_slice(&from[src * width..][..width]);
+            } else {
+                let group = per_from / per_to;
+                dst.fill(0.0);
+                for k in 0..group {
+                    let src = &from[(t * per_from + r * group + k) * width..][..width];
+                    for (d, s) in dst.iter_mut().zip(src) {
+                        *d += s;
+                    }
+                }
+                let scale = 1.0 / group as f32;
+                dst.iter_mut().for_each(|d| *d *= scale);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Bytes of an input's start that decide whether a level's prior suits it ([`suits`]).
+pub const SAMPLE: usize = 64 << 10;
+
+/// Most control bytes (other than tab, line feed, form feed and carriage return) in a thousand
+/// that an input's start may hold for a prior of text and code to suit it.
+const MAX_CONTROLS_PER_MILLE: usize = 10;
+
+/// Whether a prior trained on text and code suits an input that starts with `sample`: text
+/// (ASCII or UTF-8) has almost no control bytes; executables, object files, compressed and
+/// other binary data have many (a prior cost them up to 1%: docs/experiments.md). An empty
+/// sample suits (nothing is coded).
+pub fn suits(sample: &[u8]) -> bool {
+    let controls = sample
+        .iter()
+        .filter(|&&b| (b < 0x20 && !matches!(b, b'\t' | b'\n' | 0x0c | b'\r')) || b == 0x7f)
+        .count();
+    controls * 1000 <= sample.len() * MAX_CONTROLS_PER_MILLE
+}
+
+/// `recipe` with its network started from seeded weights instead of a prior.
+pub fn without(recipe: &crate::recipe::Recipe) -> crate::recipe::Recipe {
+    let mut recipe = recipe.clone();
+    if let crate::recipe::Base::Fresh {
+        config: ModelConfig::Mamba1(cfg),
+        ..
+    } = &mut recipe.base
+    {
+        cfg.prior = 0;
+    }
+    recipe
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fit_rows_shrinks_by_averaging_and_grows_by_copying() {
+        // Three tables of 4 rows, width 2: row r of table t holds (10t + r, -(10t + r)).
+        let from: Vec<f32> = (0..3)
+            .flat_map(|t| (0..4).flat_map(move |r| [(10 * t + r) as f32, -((10 * t + r) as f32)]))
+            .collect();
+        let mut small = vec![0.0; 3 * 2 * 2];
+        fit_rows(&from, 12, &mut small, 6).unwrap();
+        // Table 1, row 1 averages rows 2 and 3: (12 + 13) / 2.
+        assert_eq!(small[(2 + 1) * 2], 12.5);
+        assert_eq!(small[(2 + 1) * 2 + 1], -12.5);
+        let mut big = vec![0.0; 3 * 8 * 2];
+        fit_rows(&from, 12, &mut big, 24).unwrap();
+        // Table 2, rows 6 and 7 are row 3 of the prior's table 2.
+        assert_eq!(
+            &big[(16 + 6) * 2..(16 + 8) * 2],
+            &[23.0, -23.0, 23.0, -23.0]
+        );
+        let mut same = vec![0.0; 24];
+        fit_rows(&from, 12, &mut same, 12).unwrap();
+        assert_eq!(same, from);
+    }
+
+    #[test]
+    fn fit_rows_refuses_tables_that_do_not_fit() {
+        let from = vec![0.0; 12 * 2];
+        let mut to = vec![0.0; 9 * 2];
+        assert!(fit_rows(&from, 12, &mut to, 9).is_err());
+    }
+
+    fn tiny(ctx: usize, hidden: usize) -> mamba1::Config {
+        mamba1::Config {
+            hidden,
+            layers: 1,
+            inner: 2 * hidden,
+            state: 4,
+            conv: 4,
+            dt_rank: 2,
+            ctx,
+            prior: 0,
+        }
+    }
+
+    fn as_file(params: &ParamSet) -> ModelFile {
+        let bytes = crate::modelfile::to_bytes(params, &[], &Default::default()).unwrap();
+        ModelFile::from_bytes(&bytes).unwrap()
+    }
+
+    #[test]
+    fn apply_copies_every_tensor_and_fits_the_context_tables() {
+        use crate::model::mamba1::Mamba1;
+        let (_, trained) = Mamba1::new_random(tiny(9, 8), 7).unwrap();
+        let file = as_file(&trained);
+        let (_, mut params) = Mamba1::new_random(tiny(8, 8), 1).unwrap();
+        apply(&file, &mut params).unwrap();
+        for t in &params.tensors {
+            let theirs = trained.get(trained.find(&t.name).unwrap().slot);
+            let ours = params.get(t.slot);
+            if t.name == CONTEXT_EMBED {
+                // Row 0 of the 2^8-row table averages rows 0 and 1 of the 2^9-row one.
+                for c in 0..8 {
+                    assert_eq!(ours[c], (theirs[c] + theirs[8 + c]) * 0.5);
+                }
+            } else {
+                assert_eq!(ours, theirs, "{}", t.name);
+            }
+        }
+    }
+
+    #[test]
+    fn apply_refuses_a_network_of_other_sizes() {
+        use crate::model::mamba1::Mamba1;
+        let (_, trained) = Mamba1::new_random(tiny(9, 8), 7).unwrap();
+        let (_, mut params) = Mamba1::new_random(tiny(9, 16), 1).unwrap();
+        let e = apply(&as_file(&trained), &mut params)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("shape"), "{e}");
+    }
+
+    #[test]
+    fn text_and_code_suit_a_prior_and_binary_data_does_not() {
+        assert!(suits(b""));
+        assert!(suits(
+            "fn main() {\n\tprintln!(\"héllo\");\r\n}\n".as_bytes()
+        ));
+        let mut text = b"plain text ".repeat(100);
+        assert!(suits(&text));
+        // One control byte in a hundred is too many.
+        text.extend_from_slice(&[0u8; 12]);
+        assert!(!suits(&text));
+        let binary: Vec<u8> = (0..4096u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+            .collect();
+        assert!(!suits(&binary));
+    }
+
+    #[test]
+    fn an_unknown_prior_is_refused_by_number() {
+        let cfg = ModelConfig::Mamba1(mamba1::Config {
+            prior: 200,
+            ..mamba1::Config::default()
+        });
+        let e = check(&cfg).unwrap_err().to_string();
+        assert!(e.contains("prior number 200"), "{e}");
+        assert!(check(&ModelConfig::Mamba1(mamba1::Config::default())).is_ok());
+    }
+}
