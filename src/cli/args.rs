@@ -321,7 +321,7 @@ pub struct TrainNetworkArgs {
     pub model: Option<ModelKind>,
 
     /// Recipe text editing the level's, e.g. 'cfg:hidden=96,layers=2,seed=7'; only the network's
-    /// sizes and seed are used
+    /// sizes, seed and prior are used
     #[arg(long, value_name = "TEXT")]
     pub recipe: Option<String>,
 

@@ -227,7 +227,10 @@ pub fn train(
     }
     match &plan.config {
         ModelConfig::Mamba1(cfg) => {
-            let (net, params) = Mamba1::new_random(cfg.clone(), plan.seed)?;
+            let (mut net, mut params) = Mamba1::new_random(cfg.clone(), plan.seed)?;
+            // `cfg:prior=N` (a level's, or the user's): train on from a built-in prior.
+            crate::prior::start_from(&plan.config, &mut params)?;
+            net.refresh(&params);
             Trainer::new(plan, cfg, net, params, data)?.run(valid, resume, observer)
         }
         ModelConfig::Rwkv7(cfg) => {
