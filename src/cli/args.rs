@@ -116,6 +116,11 @@ pub enum Command {
     #[command(args_override_self = true)]
     Bench(BenchArgs),
 
+    /// Train a network offline on a corpus and write its weights, a model file that
+    /// `--weights` starts compression from
+    #[command(args_override_self = true)]
+    Train(TrainArgs),
+
     /// Print a shell completion script (bash, zsh, fish, elvish or powershell)
     Completions {
         #[arg(value_enum)]
@@ -272,6 +277,169 @@ pub struct BenchArgs {
     /// Output: an aligned table, tab-separated values or JSON (one object per run)
     #[arg(long, value_name = "FORMAT", value_enum, default_value_t = BenchFormat::Text)]
     pub format: BenchFormat,
+}
+
+/// `lmzip train`: a network trained offline on a corpus (src/train/offline).
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    /// Training data: a file of bytes (documents concatenated)
+    #[arg(long, value_name = "FILE")]
+    pub data: PathBuf,
+
+    /// Held-back bytes the network alone is measured on (bits per byte, forward only)
+    #[arg(long, value_name = "FILE")]
+    pub valid: Option<PathBuf>,
+
+    /// Write the trained weights to FILE (safetensors, lmzip's layout; weights only)
+    #[arg(short, long, value_name = "FILE")]
+    pub out: PathBuf,
+
+    /// Overwrite --out and --curve if they exist
+    #[arg(short, long)]
+    pub force: bool,
+
+    #[command(flatten)]
+    pub network: TrainNetworkArgs,
+
+    #[command(flatten)]
+    pub schedule: TrainScheduleArgs,
+
+    #[command(flatten)]
+    pub files: TrainFileArgs,
+}
+
+/// The network `lmzip train` trains: a level's, edited as `compress` does.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Network")]
+pub struct TrainNetworkArgs {
+    /// The network of this level (the `cfg:` part of its recipe) [default: 3]
+    #[arg(long, value_name = "N", value_parser = parse_level)]
+    pub level: Option<u8>,
+
+    /// Network: mamba1 or rwkv7 [default: mamba1]
+    #[arg(long, value_name = "KIND", value_parser = model_names())]
+    pub model: Option<ModelKind>,
+
+    /// Recipe text editing the level's, e.g. 'cfg:hidden=96,layers=2,seed=7'; only the network's
+    /// sizes, seed and prior are used
+    #[arg(long, value_name = "TEXT")]
+    pub recipe: Option<String>,
+
+    /// Seed of the initial weights [default: the recipe's]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_seed)]
+    pub seed: Option<u64>,
+}
+
+/// How long and how `lmzip train` trains.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Training")]
+pub struct TrainScheduleArgs {
+    /// Bytes to train on over all streams (suffixes K, M, G) [default: one pass over --data]
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub bytes: Option<u64>,
+
+    /// Passes over --data (instead of --bytes; may be fractional)
+    #[arg(
+        long,
+        value_name = "X",
+        conflicts_with = "bytes",
+        allow_negative_numbers = true
+    )]
+    pub epochs: Option<f64>,
+
+    /// Stop after this much time (seconds, or with a suffix s, m, h); alone, the rate's decay
+    /// runs over it
+    #[arg(long, value_name = "TIME", allow_negative_numbers = true, value_parser = parse_duration)]
+    pub time: Option<f64>,
+
+    /// Streams read in parallel at evenly spaced places of the data [default: 8]
+    #[arg(long, value_name = "B", allow_negative_numbers = true, value_parser = parse_count)]
+    pub streams: Option<usize>,
+
+    /// Bytes per stream and step: the truncated-BPTT window [default: 64]
+    #[arg(long, value_name = "T", allow_negative_numbers = true, value_parser = parse_count)]
+    pub bptt: Option<usize>,
+
+    /// Peak learning rate of Adam [default: 0.003]
+    #[arg(long, value_name = "X", allow_negative_numbers = true)]
+    pub lr: Option<f32>,
+
+    /// Steps of linear warm-up [default: 500, at most a tenth of the planned steps]
+    #[arg(long, value_name = "STEPS", allow_negative_numbers = true, value_parser = parse_count)]
+    pub warmup: Option<usize>,
+
+    /// How the rate falls over the run: cosine, linear or constant [default: cosine]
+    #[arg(long, value_name = "KIND", value_parser = ["cosine", "linear", "constant"])]
+    pub decay: Option<String>,
+
+    /// The fraction of the peak rate the decay ends at [default: 0.1]
+    #[arg(long, value_name = "X", allow_negative_numbers = true)]
+    pub floor: Option<f32>,
+
+    /// Element-wise gradient clip, 0 for none [default: 0]
+    #[arg(long, value_name = "X", allow_negative_numbers = true)]
+    pub clip: Option<f32>,
+
+    /// Threads the streams are split over, 0 for one per core (default 0); the weights are the
+    /// same for every count
+    #[arg(short = 'T', long, value_name = "N", allow_negative_numbers = true, value_parser = parse_threads)]
+    pub threads: Option<usize>,
+}
+
+/// What `lmzip train` writes and reads besides the weights.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Checkpoints and the learning curve")]
+pub struct TrainFileArgs {
+    /// Keep a checkpoint in FILE (weights, Adam's state, the streams' places and states), at
+    /// the end, on a signal and every --checkpoint-every bytes
+    #[arg(long, value_name = "FILE")]
+    pub checkpoint: Option<PathBuf>,
+
+    /// Bytes between checkpoints (suffixes K, M, G) [default: a twentieth of the budget]
+    #[arg(long, value_name = "BYTES", value_parser = parse_size, requires = "checkpoint")]
+    pub checkpoint_every: Option<u64>,
+
+    /// Continue the run a checkpoint saved, exactly (give the same data and options)
+    #[arg(long, value_name = "FILE")]
+    pub resume: Option<PathBuf>,
+
+    /// Write the learning curve to FILE: bytes, training and validation bits per byte, rate,
+    /// seconds (tab-separated; appended to when resuming)
+    #[arg(long, value_name = "FILE.tsv")]
+    pub curve: Option<PathBuf>,
+
+    /// Bytes between rows of the curve [default: a two-hundredth of the budget]
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub report_every: Option<u64>,
+
+    /// Bytes between validations [default: a tenth of the budget]
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub valid_every: Option<u64>,
+
+    /// Validate on the first BYTES of --valid [default: 256K]
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub valid_bytes: Option<u64>,
+}
+
+/// `--time`: seconds, or a number with the suffix s, m or h.
+fn parse_duration(text: &str) -> Result<f64, String> {
+    let t = text.trim();
+    let (number, unit) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&t[..i], c.to_ascii_lowercase()),
+        _ => (t, 's'),
+    };
+    let scale = match unit {
+        's' => 1.0,
+        'm' => 60.0,
+        'h' => 3600.0,
+        _ => return Err(format!("'{text}' is not a time (e.g. 90, 90s, 10m, 2h)")),
+    };
+    match number.parse::<f64>() {
+        Ok(n) if n.is_finite() && n > 0.0 => Ok(n * scale),
+        _ => Err(format!(
+            "'{text}' is not a time above 0 (e.g. 90, 90s, 10m, 2h)"
+        )),
+    }
 }
 
 /// How `lmzip bench` prints its results.

@@ -1,5 +1,5 @@
 //! The command-line front end: `lmzip [-z|-d|-t|-l]`, and the commands `compress | decompress |
-//! test | info | list | bench | completions | man`.
+//! test | info | list | bench | train | completions | man`.
 //!
 //! [`run`] reads the program's name and the level flags ([`argv`]), parses the arguments
 //! ([`args`]), validates them into typed [`settings`] before any file is touched, runs the job
@@ -24,6 +24,7 @@ mod progress;
 mod settings;
 mod signals;
 mod stats;
+mod train;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -85,6 +86,10 @@ where
         // A signal stops the run at the next progress report, as for the other jobs.
         let _ = signals::install();
         return ExitCode::from(bench::run(bench_args, cli.talk.quiet));
+    }
+    if let Some(args::Command::Train(train_args)) = &cli.command {
+        progress::set_bars(!cli.talk.no_progress);
+        return ExitCode::from(train::run(train_args, cli.talk.quiet));
     }
     let settings = match Settings::from_cli(cli) {
         Ok(s) => s,

@@ -29,6 +29,11 @@ pub fn set_bars(allowed: bool) {
     BARS.store(allowed, Ordering::Relaxed);
 }
 
+/// Whether bars may be shown (not after `--no-progress`).
+pub fn bars_allowed() -> bool {
+    BARS.load(Ordering::Relaxed)
+}
+
 /// Whether the one-line summary of a file is said: always with `-v`, and by default when
 /// stderr is a terminal (someone watches), as zstd does.
 pub fn wants_summary(verbosity: Verbosity) -> bool {

@@ -446,8 +446,10 @@ impl Settings {
             }
             Some(Command::Info(a)) => (Job::Info, files_only(a.files), None, 1),
             Some(Command::List(a)) => (Job::List, files_only(a.files), None, 1),
-            Some(Command::Completions { .. } | Command::Man | Command::Bench(_)) => {
-                bail!("completions, man and bench are handled before settings")
+            Some(
+                Command::Completions { .. } | Command::Man | Command::Bench(_) | Command::Train(_),
+            ) => {
+                bail!("completions, man, bench and train are handled before settings")
             }
         };
         let suffix = input

@@ -1,6 +1,7 @@
 //! Training: the optimizers ([`optim`]), the truncated-BPTT driver ([`tbptt`]), and the two
 //! pieces every training mode shares — the coder's distribution and the gradient at the logits.
 
+pub mod offline;
 pub mod optim;
 pub mod rate;
 pub mod tbptt;
