@@ -64,7 +64,7 @@ pub fn context_bits(len: u64) -> usize {
     };
     match log {
         0..=16 => 9,
-        17..=20 => 11,
+        17..=20 => 10,
         _ => (log - 9).min(*CONTEXT_CHOSEN.end()),
     }
 }

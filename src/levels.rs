@@ -168,8 +168,8 @@ pub fn recipe(kind: ModelKind, level: u8) -> Recipe {
 /// The recipe a level meant in files of numerics version `numerics`, which the header gives
 /// (`format::OLDEST_NUMERICS_VERSION` to `format::NUMERICS_VERSION`). In version 2 no level
 /// had the stage's recent bits, second sparse contexts and nesting contexts (`ext` 512, 1024
-/// and 2048); up to version 3 no Mamba-1 level had context inputs (`ctx`); the rest of the
-/// table is the same.
+/// and 2048); up to version 3 no Mamba-1 level had context inputs (`ctx`); up to version 4
+/// no level had the stage's text contexts (`ext` 4096); the rest of the table is the same.
 pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
     let mut recipe = table_recipe(kind, level);
     if numerics <= 3
@@ -179,6 +179,11 @@ pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
         } = &mut recipe.base
     {
         c.ctx = 0;
+    }
+    if numerics <= 4
+        && let Some(mix) = recipe.mix.as_mut()
+    {
+        mix.text = false;
     }
     if numerics <= 2
         && let Some(mix) = recipe.mix.as_mut()

@@ -15,7 +15,10 @@
 //! - `tests/golden/v2-n3/*.lmz` are the same files as builds of numerics version 3 wrote them
 //!   (the levels before the network's context inputs): each must decode, and its frames be
 //!   recomputed, as for `v2/`.
-//! - `tests/golden/v2-n4/*.lmz` are the same files as this build (numerics version 4) writes
+//! - `tests/golden/v2-n4/*.lmz` are the same files as builds of numerics version 4 wrote them
+//!   (the levels before the stage's text contexts): each must decode, and its frames be
+//!   recomputed, as for `v2/`.
+//! - `tests/golden/v2-n5/*.lmz` are the same files as this build (numerics version 5) writes
 //!   them: each must decode and be reproduced byte for byte.
 //! - From numerics version 3 on, the sets hold a stage sized for its input by each of the two
 //!   keys that do it (`fit`, written by the builds before `cap`, and `cap`).

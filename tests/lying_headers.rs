@@ -392,7 +392,7 @@ fn a_header_with_a_huge_or_tiny_fit_is_refused_before_allocating() {
         }
     }
     let both = text.replace(",table=22,", ",table=22,fit=18,");
-    let both = both.replace(",ext=4095 ", ",ext=4095,cap=18 ");
+    let both = both.replace(",ext=8191 ", ",ext=8191,cap=18 ");
     assert!(both.contains("cap=18"), "{both}");
     let mut f = Vec::new();
     format::write_header(&mut f, &StoredRecipe::Text(both)).unwrap();
