@@ -156,7 +156,10 @@ fn stored_recipes_without_the_later_keys_read_as_before() {
         (mix.indirect, mix.columns, mix.second, mix.runs),
         (false, false, false, false)
     );
-    assert_eq!((mix.recent, mix.sparse2, mix.nest, mix.text), (false, false, false, false));
+    assert_eq!(
+        (mix.recent, mix.sparse2, mix.nest, mix.text),
+        (false, false, false, false)
+    );
     let without_rate = stored.replace(",rate=7", "");
     let err = lmzip::recipe::Recipe::parse(&without_rate).unwrap_err();
     assert!(err.to_string().contains("gives every key"), "{err}");
@@ -194,10 +197,32 @@ fn a_header_with_absurd_values_of_the_later_keys_is_refused() {
 /// numbers, UTF-8 names, lines wrapped at a width.
 fn wiki(lines: usize) -> Vec<u8> {
     let words = [
-        "the", "River", "NASA", "of", "1999", "[[Alabama]]", "{{cite|year=2004}}", "&amp;",
-        "<ref>", "</ref>", "Zürich", "İstanbul", "and", "''bold''", "3.14", "ÆTHER", "x",
+        "the",
+        "River",
+        "NASA",
+        "of",
+        "1999",
+        "[[Alabama]]",
+        "{{cite|year=2004}}",
+        "&amp;",
+        "<ref>",
+        "</ref>",
+        "Zürich",
+        "İstanbul",
+        "and",
+        "''bold''",
+        "3.14",
+        "ÆTHER",
+        "x",
     ];
-    let heads = ["", "== History ==", "| cell || 12", "* item", ": indent", "<page>"];
+    let heads = [
+        "",
+        "== History ==",
+        "| cell || 12",
+        "* item",
+        ": indent",
+        "<page>",
+    ];
     let mut x = 0x1234_5678u32;
     let mut out = Vec::new();
     for _ in 0..lines {

@@ -294,3 +294,83 @@ impl Component for TextSelect {
         m.select(((case * 4 + letters) * 8 + class(s.c1() as u8)) * 8 + bit);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests_support::{lcg, with_and_without};
+    use super::{TEXT_SPAN, TextClock};
+
+    /// Words from a small vocabulary, some capitalised, in lines wrapped before 60 columns,
+    /// with a link now and then: the column and the markup tell what the last bytes do not.
+    fn wrapped_prose(words: usize) -> Vec<u8> {
+        const VOCABULARY: [&str; 10] = [
+            "the",
+            "river",
+            "Stone",
+            "of",
+            "night",
+            "[[Paper]]",
+            "glass",
+            "and",
+            "a",
+            "music",
+        ];
+        let mut next = lcg(17);
+        let mut data = Vec::new();
+        let mut column = 0;
+        for _ in 0..words {
+            let word = VOCABULARY[next() as usize % VOCABULARY.len()].as_bytes();
+            if column + word.len() >= 60 {
+                data.push(b'\n');
+                column = 0;
+            } else if column > 0 {
+                data.push(b' ');
+                column += 1;
+            }
+            data.extend_from_slice(word);
+            column += word.len();
+        }
+        data
+    }
+
+    #[test]
+    fn the_text_contexts_pay_on_wrapped_prose() {
+        let data = wrapped_prose(3000);
+        let (with, without) = with_and_without(&data, |m| m.text = true);
+        assert!(with < 0.97 * without, "{with} vs {without}");
+    }
+
+    fn in_text_after(bytes: &[u8]) -> bool {
+        let mut clock = TextClock::default();
+        for &b in bytes {
+            clock.learn(b);
+        }
+        clock.in_text()
+    }
+
+    #[test]
+    fn well_formed_utf8_is_text_and_other_bytes_are_not() {
+        let span = TEXT_SPAN as usize;
+        assert!(in_text_after(b""));
+        assert!(in_text_after(&b"plain text\tand lines\r\n".repeat(20)));
+        assert!(in_text_after(
+            &"Zürich, İstanbul, 東京, 😀 ".repeat(40).into_bytes()
+        ));
+        for bad in [
+            &[0u8][..],
+            &[0x7f],
+            &[0xff],
+            &[0xc3, b'a'],
+            &[0x80],
+            &[0xc0, 0x80],
+        ] {
+            let mut data = b"text ".repeat(10);
+            data.extend_from_slice(bad);
+            assert!(!in_text_after(&data), "{bad:?}");
+            data.extend(std::iter::repeat_n(b'a', span - 1));
+            assert!(!in_text_after(&data), "{bad:?}");
+            data.push(b'a');
+            assert!(in_text_after(&data), "{bad:?}");
+        }
+    }
+}
