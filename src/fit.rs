@@ -54,8 +54,10 @@ pub const CONTEXT_CHOSEN: RangeInclusive<usize> = 9..=14;
 /// then one more for each doubling up to 14. Each row is 64 floats of weights, gradient and
 /// Adam's second moment (768 bytes; 2^11 rows in three tables take 4.5 MiB), which is what
 /// the memory goals leave beside the stage sized by `cap`: inputs up to 64 KiB within
-/// 32 MiB, up to 1 MiB within 96 MiB. More rows still pay on small inputs (2^11 against 2^9:
-/// 0.2% on calgary/progc and paper1), but the stage's counters pay more for their memory
+/// 32 MiB, up to 1 MiB within 96 MiB. (With the stage's text tables, `ext` 4096, 2^10 would
+/// leave them the memory: on text they pay more for it.) More rows still pay on small inputs
+/// (2^11 against 2^9: 0.2% on calgary/progc and paper1), but the stage's counters pay more
+/// for their memory
 /// (docs/experiments.md, "Memory to fit the input, with context inputs").
 pub fn context_bits(len: u64) -> usize {
     let log = match len {
@@ -215,6 +217,7 @@ mod tests {
         assert_eq!(ctx_of(&fitted(&none, 40_000)), 0);
         assert_eq!(ctx_of(&fitted(&fewer, 40_000)), 9);
         assert_eq!(ctx_of(&fitted(&fewer, 1 << 20)), 11);
+        assert_eq!(ctx_of(&fitted(&fewer, 1 << 21)), 11);
         // Even without a stage.
         let off = level.edit("mix:off", None).unwrap();
         assert_eq!(ctx_of(&fitted(&off, 40_000)), 9);

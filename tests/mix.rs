@@ -54,6 +54,8 @@ fn every_configuration_of_the_stage_round_trips() {
         "mix:orders=6,word=1,sparse=1,match=16,sse=1,table=16,rate=3,ext=2047",
         "mix:orders=3,word=1,sparse=0,match=12,sse=1,table=12,ext=2560",
         "mix:orders=2,word=0,sparse=0,match=12,sse=1,table=12,ext=1536",
+        "mix:orders=2,word=1,sparse=0,match=12,sse=1,table=12,ext=4096",
+        "mix:orders=6,word=1,sparse=1,match=16,sse=1,table=16,rate=3,ext=8191",
     ] {
         let recipe = base.edit(mix, None).unwrap();
         assert_round_trip(&recipe, mix, &data);
@@ -154,6 +156,10 @@ fn stored_recipes_without_the_later_keys_read_as_before() {
         (mix.indirect, mix.columns, mix.second, mix.runs),
         (false, false, false, false)
     );
+    assert_eq!(
+        (mix.recent, mix.sparse2, mix.nest, mix.text),
+        (false, false, false, false)
+    );
     let without_rate = stored.replace(",rate=7", "");
     let err = lmzip::recipe::Recipe::parse(&without_rate).unwrap_err();
     assert!(err.to_string().contains("gives every key"), "{err}");
@@ -164,7 +170,7 @@ fn stored_recipes_without_the_later_keys_read_as_before() {
 fn a_header_with_absurd_values_of_the_later_keys_is_refused() {
     let recipe = with_mix(&tiny(ModelKind::Mamba1, None, 1));
     let packed = compress_bytes(&recipe, &text(300)).unwrap();
-    for bad in ["ext=4096", "ext=9000"] {
+    for bad in ["ext=8192", "ext=9000"] {
         let text = recipe.to_text().replace("ext=4095", bad);
         let err = lmzip::recipe::Recipe::parse(&text).unwrap_err().to_string();
         assert!(err.contains("out of range"), "{bad}: {err}");
@@ -185,4 +191,87 @@ fn a_header_with_absurd_values_of_the_later_keys_is_refused() {
             assert!(err.contains("out of range"), "{bad}: {err}");
         }
     }
+}
+
+/// Wiki-like text: headings, links, templates, tags, table cells, capitals, all-capital words,
+/// numbers, UTF-8 names, lines wrapped at a width.
+fn wiki(lines: usize) -> Vec<u8> {
+    let words = [
+        "the",
+        "River",
+        "NASA",
+        "of",
+        "1999",
+        "[[Alabama]]",
+        "{{cite|year=2004}}",
+        "&amp;",
+        "<ref>",
+        "</ref>",
+        "Zürich",
+        "İstanbul",
+        "and",
+        "''bold''",
+        "3.14",
+        "ÆTHER",
+        "x",
+    ];
+    let heads = [
+        "",
+        "== History ==",
+        "| cell || 12",
+        "* item",
+        ": indent",
+        "<page>",
+    ];
+    let mut x = 0x1234_5678u32;
+    let mut out = Vec::new();
+    for _ in 0..lines {
+        x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+        let head = heads[(x >> 16) as usize % heads.len()];
+        out.extend_from_slice(head.as_bytes());
+        for _ in 0..(x >> 20) % 9 {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            out.push(b' ');
+            out.extend_from_slice(words[(x >> 16) as usize % words.len()].as_bytes());
+        }
+        out.extend_from_slice(if (x >> 24) % 3 == 0 { b".\n" } else { b"\n" });
+    }
+    out
+}
+
+/// The text contexts and selector (`ext` 4096) on text of every kind they read, on binary
+/// data (where they sit out), on text and binaries in turn, and on the smallest inputs, at
+/// the default stage and with them alone; and they change what the stage writes on text.
+#[test]
+fn the_text_contexts_round_trip_text_markup_and_binaries() {
+    let base = tiny(ModelKind::Mamba1, Some(OptimizerKind::Adam), 1);
+    let mut mixed = wiki(60);
+    mixed.extend(binary(2000, 3));
+    mixed.extend(wiki(40));
+    mixed.extend([0xc3, 0x28, 0xe2, 0x82, b'\n', 0xff, 0xf0, 0x9f, 0x98, 0x80]);
+    mixed.extend(text(1500));
+    let inputs: [(&str, Vec<u8>); 6] = [
+        ("wiki", wiki(200)),
+        ("binary", binary(3000, 7)),
+        ("mixed", mixed),
+        ("empty", Vec::new()),
+        ("one byte", vec![b'A']),
+        ("one binary byte", vec![0]),
+    ];
+    for mix in [
+        "mix:ext=8191",
+        "mix:orders=2,word=1,sparse=0,match=0,sse=0,table=12,ext=4096",
+    ] {
+        let recipe = base.edit(mix, None).unwrap();
+        for (name, data) in &inputs {
+            assert_round_trip(&recipe, name, data);
+        }
+    }
+    let data = wiki(200);
+    let with = base.edit("mix:ext=8191", None).unwrap();
+    let without = base.edit("mix:ext=4095", None).unwrap();
+    assert_ne!(
+        compress_bytes(&with, &data).unwrap(),
+        compress_bytes(&without, &data).unwrap()
+    );
 }

@@ -254,7 +254,7 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
         (16u32..=28).prop_map(|v| (v, 0)),
         (16u32..=28).prop_map(|v| (0, v)),
     ];
-    let third = (0u32..=4095, sized);
+    let third = (0u32..=8191, sized);
     proptest::option::of((first, later, third).prop_map(
         |(
             (orders, word, sparse, matcher, sse, table, rate),
@@ -287,6 +287,7 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
                 recent: ext & 512 != 0,
                 sparse2: ext & 1024 != 0,
                 nest: ext & 2048 != 0,
+                text: ext & 4096 != 0,
             }
         },
     ))

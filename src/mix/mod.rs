@@ -23,7 +23,8 @@
 //! The fifth round's are bits of it too: [`indirect`] (32), [`columns`] (64), the selector by
 //! the byte two back ([`base::SecondByte`], 128) and [`runs`] (256). So are the sixth's: the
 //! counters' recent bits ([`counters`], 512), the second sparse contexts for binaries
-//! ([`orders::Sparse2`], 1024) and [`nesting`] for code and markup (2048).
+//! ([`orders::Sparse2`], 1024) and [`nesting`] for code and markup (2048). The seventh round's
+//! [`text`] (4096) adds text contexts and a selector for text.
 //!
 //! Its settings and their header keys are in [`spec`].
 //!
@@ -50,6 +51,7 @@ pub mod slots;
 pub mod spec;
 pub mod sse;
 pub mod tables;
+pub mod text;
 pub mod words;
 
 pub use component::{Component, Declare, Push, Shared};

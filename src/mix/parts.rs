@@ -19,6 +19,7 @@ use super::record::RecordTables;
 use super::runs::Runs;
 use super::spec::MixSpec;
 use super::tables::Tables;
+use super::text::{Text, TextSelect};
 use super::words::{PrevWord, TwoWords, Word};
 
 components! {
@@ -54,4 +55,8 @@ components! {
     sparse2: Tables<Sparse2>,
     /// Bracket and quote nesting (`ext` 2048).
     nest: Tables<Nesting>,
+    /// Text contexts (`ext` 4096).
+    text: Tables<Text>,
+    /// The selector for text (`ext` 4096).
+    text_select: TextSelect,
 }

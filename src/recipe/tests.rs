@@ -41,7 +41,7 @@ fn the_mix_item_parses_prints_and_edits() {
         ("mix:rate=x", "whole number"),
         ("mix:table=25", "out of range"),
         ("mix:match=5", "out of range"),
-        ("mix:ext=4096", "mix ext 4096 is out of range"),
+        ("mix:ext=8192", "mix ext 8192 is out of range"),
         ("0..:infer mix:", "before the rules"),
         ("mix: mix:", "a second mix:"),
         ("mix: cfg:hidden=8", "the base comes before mix:"),
