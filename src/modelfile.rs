@@ -86,6 +86,22 @@ impl ModelFile {
         Ok(ModelFile { tensors, metadata })
     }
 
+    /// The tensor `name`, which must have `shape`; `source` says what the file is in messages
+    /// ("model file", "the checkpoint").
+    pub fn shaped(&self, name: &str, shape: &[usize], source: &str) -> Result<&FileTensor> {
+        let t = self
+            .tensors
+            .get(name)
+            .with_context(|| format!("{source} lacks tensor {name}"))?;
+        if t.shape != shape {
+            bail!(
+                "tensor {name} has shape {:?} in {source}, but {shape:?} is needed",
+                t.shape
+            );
+        }
+        Ok(t)
+    }
+
     /// Which model the file holds, and in which layout.
     pub fn layout(&self) -> Result<Layout> {
         let has = |n: &str| self.tensors.contains_key(n);

@@ -246,17 +246,7 @@ fn read_state<N: Network>(file: &ModelFile, net: &N, state: &mut N::State) -> Re
 }
 
 fn tensor<'f>(file: &'f ModelFile, name: &str, shape: &[usize]) -> Result<&'f FileTensor> {
-    let t = file
-        .tensors
-        .get(name)
-        .with_context(|| format!("model file lacks tensor {name}"))?;
-    if t.shape != shape {
-        bail!(
-            "tensor {name} has shape {:?} in the model file, but the model needs {shape:?}",
-            t.shape
-        );
-    }
-    Ok(t)
+    file.shaped(name, shape, "model file")
 }
 
 /// An action in its canonical text, for a model of kind `kind`.

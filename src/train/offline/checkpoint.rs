@@ -169,17 +169,7 @@ fn read_moments(file: &ModelFile, params: &ParamSet) -> Result<Option<crate::res
 }
 
 fn tensor<'f>(file: &'f ModelFile, name: &str, shape: &[usize]) -> Result<&'f FileTensor> {
-    let t = file
-        .tensors
-        .get(name)
-        .with_context(|| format!("the checkpoint lacks tensor {name}"))?;
-    if t.shape != shape {
-        bail!(
-            "the checkpoint's {name} has shape {:?}, the run needs {shape:?}",
-            t.shape
-        );
-    }
-    Ok(t)
+    file.shaped(name, shape, "the checkpoint")
 }
 
 fn unhex(text: &str) -> Option<Vec<u8>> {
