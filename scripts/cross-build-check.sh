@@ -186,8 +186,11 @@ SECONDS=0
 
 # Sizes with lengths that exercise both the 32-wide blocks and the tails of the kernels
 # (Mamba-1: 36 and 72), and two blocks each (RWKV-7's value residual needs a second one).
-# Each entry is "model|base" and "label|rules" of the recipe language (docs/recipes.md).
-models=("mamba1|cfg:hidden=36,layers=2" "rwkv7|cfg:hidden=64,layers=2")
+# Each entry is "label|model|base" and "label|rules" of the recipe language (docs/recipes.md).
+# The third network is the default level's, started from its built-in prior (src/prior: the
+# F16 weights widened, the context tables fitted to 2^9 rows).
+models=("mamba1|mamba1|cfg:hidden=36,layers=2" "rwkv7|rwkv7|cfg:hidden=64,layers=2"
+    "prior|mamba1|cfg:ctx=9,prior=1")
 modes=("none|0..:infer"
     "sgd bptt1|0..:train(opt=sgd,lr=0.05,bptt=1)"
     "adam bptt1|0..:train(opt=adam,lr=0.002,bptt=1)"
@@ -200,11 +203,13 @@ for input in "${inputs[@]}"; do
     name=$(basename "$input")
     in_bytes=$(wc -c <"$input" | tr -d ' ')
     for model in "${models[@]}"; do
-        kind=${model%%|*}
+        net=${model%%|*}
+        rest=${model#*|}
+        kind=${rest%%|*}
         for mode in "${modes[@]}"; do
             label=${mode%%|*}
-            args=(--model "$kind" --recipe "${model#*|} ${mode#*|}")
-            case="$work/$name.$kind.${label// /-}"
+            args=(--model "$kind" --recipe "${rest#*|} ${mode#*|}")
+            case="$work/$name.$net.${label// /-}"
             # Compress on every build and compare with the first.
             same=yes
             first=""
@@ -224,7 +229,7 @@ for input in "${inputs[@]}"; do
             done
             if [ -z "$first" ]; then
                 failures=$((failures + 1))
-                printf '%-12s %-7s %-11s %8s %6s  %-9s\n' "$name" "$kind" "$label" - - FAILED
+                printf '%-12s %-7s %-11s %8s %6s  %-9s\n' "$name" "$net" "$label" - - FAILED
                 continue
             fi
             # Decode each distinct output with every run. Identical outputs are one file, so
@@ -250,7 +255,7 @@ for input in "${inputs[@]}"; do
             bpb=$(awk -v o="$bytes" -v i="$in_bytes" 'BEGIN { printf "%.3f", 8 * o / i }')
             builds=$([ "$same" = yes ] && echo "identical" || echo "$same")
             printf '%-12s %-7s %-11s %8s %6s  %-9s %s/%s\n' \
-                "$name" "$kind" "$label" "$bytes" "$bpb" "$builds" "$ok" "$total"
+                "$name" "$net" "$label" "$bytes" "$bpb" "$builds" "$ok" "$total"
         done
     done
 done
