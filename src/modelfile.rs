@@ -102,6 +102,17 @@ impl ModelFile {
         Ok(t)
     }
 
+    /// The tensors named `prefix` + each parameter tensor's name, laid out like `params` (Adam's
+    /// moments in resume data and checkpoints); `source` as for [`ModelFile::shaped`].
+    pub fn laid_out_like(&self, params: &ParamSet, prefix: &str, source: &str) -> Result<Vec<f32>> {
+        let mut buf = params.zeros_like();
+        for t in &params.tensors {
+            let saved = self.shaped(&format!("{prefix}{}", t.name), &t.shape, source)?;
+            t.slot.of_mut(&mut buf).copy_from_slice(&saved.data);
+        }
+        Ok(buf)
+    }
+
     /// Which model the file holds, and in which layout.
     pub fn layout(&self) -> Result<Layout> {
         let has = |n: &str| self.tensors.contains_key(n);

@@ -202,14 +202,7 @@ fn read_moments(file: &ModelFile, params: &ParamSet) -> Result<Option<Moments>> 
     if firsts + seconds == 0 {
         return Ok(None);
     }
-    let read = |prefix: &str| -> Result<Vec<f32>> {
-        let mut buf = params.zeros_like();
-        for t in &params.tensors {
-            let saved = tensor(file, &format!("{prefix}{}", t.name), &t.shape)?;
-            t.slot.of_mut(&mut buf).copy_from_slice(&saved.data);
-        }
-        Ok(buf)
-    };
+    let read = |prefix: &str| file.laid_out_like(params, prefix, "model file");
     let v = read(ADAM_V)?;
     let m = if firsts > 0 {
         Some(read(ADAM_M)?)

@@ -234,7 +234,11 @@ fn wiki(lines: usize) -> Vec<u8> {
             out.push(b' ');
             out.extend_from_slice(words[(x >> 16) as usize % words.len()].as_bytes());
         }
-        out.extend_from_slice(if (x >> 24) % 3 == 0 { b".\n" } else { b"\n" });
+        out.extend_from_slice(if (x >> 24).is_multiple_of(3) {
+            b".\n"
+        } else {
+            b"\n"
+        });
     }
     out
 }

@@ -157,14 +157,7 @@ fn read_moments(file: &ModelFile, params: &ParamSet) -> Result<Option<crate::res
     if !file.tensors.keys().any(|k| k.starts_with(ADAM_V)) {
         return Ok(None);
     }
-    let read = |prefix: &str| -> Result<Vec<f32>> {
-        let mut buf = params.zeros_like();
-        for info in &params.tensors {
-            let saved = tensor(file, &format!("{prefix}{}", info.name), &info.shape)?;
-            info.slot.of_mut(&mut buf).copy_from_slice(&saved.data);
-        }
-        Ok(buf)
-    };
+    let read = |prefix: &str| file.laid_out_like(params, prefix, "the checkpoint");
     Ok(Some((Some(read(ADAM_M)?), read(ADAM_V)?)))
 }
 
