@@ -154,6 +154,30 @@ fn a_resumed_run_ends_with_the_weights_of_an_uninterrupted_one() {
     assert!(e.err().unwrap().to_string().contains("another run"));
 }
 
+/// The default level's network with its tables at the size the built-in prior was trained at
+/// trains on from the prior (whose output bias the offline network, which has none, leaves
+/// out): its first validation is far below a seeded network's ~8 bits per byte.
+#[test]
+fn the_default_level_trains_on_from_its_prior() {
+    let config = levels::recipe(ModelKind::Mamba1, 3)
+        .edit("cfg:ctx=9", None)
+        .unwrap()
+        .config()
+        .clone();
+    assert_ne!(config.prior(), 0, "the level's prior is kept at ctx 9");
+    let p = Plan {
+        config,
+        ..plan(2, 16, 1, 1024)
+    };
+    let (data, valid) = (related_text(4000, 7), related_text(2000, 8));
+    let (trained, rec) = run(&p, &data, &valid);
+    let first = rec.rows.iter().find_map(|r| r.valid_bpb).unwrap();
+    assert!(first < 6.0, "the prior's start measured {first} bits per byte");
+    assert!(trained.valid_bpb < 6.0, "{}", trained.valid_bpb);
+    let file = ModelFile::from_bytes(&trained.weights).unwrap();
+    assert!(!file.tensors.contains_key("output_bias"));
+}
+
 fn lmzip(dir: &Path, args: &[&str]) -> (bool, String) {
     let mut cmd = command(dir);
     cmd.args(args);

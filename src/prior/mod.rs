@@ -216,6 +216,19 @@ pub fn start_from(config: &ModelConfig, params: &mut ParamSet) -> Result<()> {
     apply(&prior.file()?, params)
 }
 
+/// [`start_from`] for a network without the coder's output bias (the offline trainer's, which
+/// trains the network alone): the prior's bias is left out, the rest applied.
+pub fn start_network_from(config: &ModelConfig, params: &mut ParamSet) -> Result<()> {
+    if config.prior() == 0 {
+        return Ok(());
+    }
+    check(config)?;
+    let prior = by_number(config.prior()).expect("checked");
+    let mut file = prior.file()?;
+    file.tensors.remove(crate::predictor::OUTPUT_BIAS);
+    apply(&file, params)
+}
+
 /// Fills `params` from the tensors of `file` (a prior's, or a test's): the tensors of equal
 /// shape copied, the context tables fitted ([`fit_rows`]). A tensor of another shape, or one
 /// the network does not have, is an error.

@@ -229,7 +229,7 @@ pub fn train(
         ModelConfig::Mamba1(cfg) => {
             let (mut net, mut params) = Mamba1::new_random(cfg.clone(), plan.seed)?;
             // `cfg:prior=N` (a level's, or the user's): train on from a built-in prior.
-            crate::prior::start_from(&plan.config, &mut params)?;
+            crate::prior::start_network_from(&plan.config, &mut params)?;
             net.refresh(&params);
             Trainer::new(plan, cfg, net, params, data)?.run(valid, resume, observer)
         }
