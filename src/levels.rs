@@ -103,12 +103,12 @@ pub const LEVELS: [Level; MAX_LEVEL as usize] = [
         rwkv7: concat!("cfg:hidden=64,layers=1 mix:table=20 ", train!("0.002")),
     },
     // The default: the fastest network that, with the full stage, stays within about 1% of the
-    // larger levels' ratio on book1 and enwik6. It starts from the built-in prior `text1`
+    // larger levels' ratio on book1 and enwik6. It starts from the built-in prior `text2`
     // (src/prior; docs/experiments.md, "A built-in prior"), which the CLI leaves out for inputs
     // that do not look like text.
     Level {
         mamba1: concat!(
-            "cfg:hidden=64,layers=1,state=8,conv=8,ctx=14,prior=1 mix: ",
+            "cfg:hidden=64,layers=1,state=8,conv=8,ctx=14,prior=2 mix: ",
             train!("0.002")
         ),
         rwkv7: concat!("cfg:hidden=64,layers=1 mix: ", train!("0.002")),
@@ -171,9 +171,24 @@ pub fn recipe(kind: ModelKind, level: u8) -> Recipe {
 /// (`format::OLDEST_NUMERICS_VERSION` to `format::NUMERICS_VERSION`). In version 2 no level
 /// had the stage's recent bits, second sparse contexts and nesting contexts (`ext` 512, 1024
 /// and 2048); up to version 3 no Mamba-1 level had context inputs (`ctx`); up to version 4 no
-/// level started from a built-in prior; the rest of the table is the same.
+/// level started from a built-in prior; up to version 5 no level had the stage's text contexts
+/// (`ext` 4096), and the default level started from `text1` (from version 6, `text2`); the
+/// rest of the table is the same.
 pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
     let mut recipe = table_recipe(kind, level);
+    if numerics <= 5 {
+        if let Some(mix) = recipe.mix.as_mut() {
+            mix.text = false;
+        }
+        // Version 5's default level started from `text1`; no other level had a prior.
+        let prior = match level {
+            3 => 1,
+            _ => 0,
+        };
+        if recipe.config().prior() != 0 {
+            recipe = crate::prior::with_number(&recipe, prior);
+        }
+    }
     if numerics <= 4 {
         recipe = crate::prior::without(&recipe);
     }
@@ -250,7 +265,7 @@ mod tests {
                 c.state = 8;
                 c.conv = 8;
                 c.ctx = 14;
-                c.prior = 1;
+                c.prior = 2;
             }
             assert_eq!(*r.config(), config);
             // RMSprop-like Adam at 2e-3 with β2 warm-up and a decaying rate, over TBPTT

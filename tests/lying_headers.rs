@@ -391,7 +391,7 @@ fn a_header_with_a_huge_or_tiny_fit_is_refused_before_allocating() {
         }
     }
     let both = text.replace(",table=22,", ",table=22,fit=18,");
-    let both = both.replace(",ext=4095 ", ",ext=4095,cap=18 ");
+    let both = both.replace(",ext=8191 ", ",ext=8191,cap=18 ");
     assert!(both.contains("cap=18"), "{both}");
     let mut f = Vec::new();
     format::write_header(&mut f, &StoredRecipe::Text(both)).unwrap();
@@ -423,14 +423,14 @@ fn a_header_naming_an_unknown_prior_is_refused_before_allocating() {
     let _alone = alone();
     let level = lmzip::levels::default_recipe(ModelKind::Mamba1);
     let text = level.to_text();
-    assert!(text.contains(",ctx=14,prior=1,"), "{text}");
+    assert!(text.contains(",ctx=14,prior=2,"), "{text}");
     let unknown = lmzip::model::MAX_PRIOR;
     assert!(lmzip::prior::by_number(unknown).is_none());
     for (prior, needle) in [
         (unknown.to_string(), "does not carry"),
         ("256".into(), "prior"),
     ] {
-        let lying = text.replace(",prior=1,", &format!(",prior={prior},"));
+        let lying = text.replace(",prior=2,", &format!(",prior={prior},"));
         let mut f = Vec::new();
         format::write_header(&mut f, &StoredRecipe::Text(lying)).unwrap();
         format::write_end(&mut f, 0, 0).unwrap();

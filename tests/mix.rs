@@ -93,7 +93,7 @@ fn the_header_stores_the_stage_and_the_decoder_runs_it() {
             .edit("mix:", None)
             .unwrap()
             .to_text()
-            .contains(",rate=3,conf=1,pword=1,select=1,record=2,ext=4095 0..:")
+            .contains(",rate=3,conf=1,pword=1,select=1,record=2,ext=8191 0..:")
     );
     let later_text = later.to_text();
     assert!(
@@ -140,7 +140,7 @@ fn stored_recipes_without_the_later_keys_read_as_before() {
     // As a file written then stores it: without the later keys.
     let stored = recipe
         .to_text()
-        .replace(",conf=1,pword=1,select=1,record=2,ext=4095", "");
+        .replace(",conf=1,pword=1,select=1,record=2,ext=8191", "");
     assert!(stored.contains(" mix:orders=4,word=1,sparse=0,match=14,sse=1,table=14,rate=7 0..:"));
     let back = lmzip::recipe::Recipe::parse(&stored).unwrap();
     let mix = back.mix.unwrap();
@@ -171,7 +171,7 @@ fn a_header_with_absurd_values_of_the_later_keys_is_refused() {
     let recipe = with_mix(&tiny(ModelKind::Mamba1, None, 1));
     let packed = compress_bytes(&recipe, &text(300)).unwrap();
     for bad in ["ext=8192", "ext=9000"] {
-        let text = recipe.to_text().replace("ext=4095", bad);
+        let text = recipe.to_text().replace("ext=8191", bad);
         let err = lmzip::recipe::Recipe::parse(&text).unwrap_err().to_string();
         assert!(err.contains("out of range"), "{bad}: {err}");
         // The same in a file's header, whole or as a level's edits: the decoder refuses it

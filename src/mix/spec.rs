@@ -122,7 +122,8 @@ impl Part {
     /// maps by the last byte fill on binaries (every byte value comes round) and cost nothing
     /// at a quarter of `fit`'s size; the record, sparse and order-2 tables hold fewer contexts
     /// than the high orders. From `cap` 19 on (inputs over 64 KiB) the budget is looser and
-    /// the record tables, the match window and the history keep more.
+    /// the record tables, the match window, the history, the text tables and the SSE map by
+    /// two bytes keep more (the last two: numerics 6, to fit the text tables in 32 MiB).
     pub fn offset(self, cap: u32) -> i32 {
         let large = cap >= 19;
         match self {
@@ -131,9 +132,11 @@ impl Part {
             Part::Record if large => -1,
             Part::Record => -2,
             Part::Quarter | Part::Sparse2 => -2,
-            Part::Text => -4,
+            Part::Text if large => -4,
+            Part::Text => -5,
             Part::Map1 => -6,
-            Part::Map2 => -4,
+            Part::Map2 if large => -4,
+            Part::Map2 => -5,
             Part::Match | Part::After3 if large => 0,
             Part::Match | Part::After3 => -1,
         }
@@ -413,9 +416,8 @@ impl MixSpec {
         recent: true,
         sparse2: true,
         nest: true,
-        // Not in the levels yet: with the built-in prior it takes inputs of 64 KiB over the
-        // 32 MiB goal (docs/experiments.md, the stage's seventh round). `mix:ext=8191` asks.
-        text: false,
+        // In the levels from numerics 6 (files of 5 and older read without it).
+        text: true,
     };
 
     /// `self` with every key that has an implicit value ([`MixKey::implicit`]) set to it: the
