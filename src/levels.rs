@@ -90,14 +90,14 @@ macro_rules! train_fast_ends {
 pub const LEVELS: [Level; MAX_LEVEL as usize] = [
     Level {
         mamba1: concat!(
-            "cfg:hidden=32,layers=1,state=8,conv=8,ctx=14 mix:table=18 ",
+            "cfg:hidden=32,layers=1,state=8,conv=8,ctx=14,prior=3 mix:table=18 ",
             train!("0.002")
         ),
         rwkv7: concat!("cfg:hidden=64,layers=1 mix:table=18 ", train!("0.002")),
     },
     Level {
         mamba1: concat!(
-            "cfg:hidden=32,layers=1,state=8,conv=8,ctx=14 mix:table=20 ",
+            "cfg:hidden=32,layers=1,state=8,conv=8,ctx=14,prior=3 mix:table=20 ",
             train!("0.002")
         ),
         rwkv7: concat!("cfg:hidden=64,layers=1 mix:table=20 ", train!("0.002")),

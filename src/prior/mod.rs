@@ -44,7 +44,7 @@ pub struct Prior {
 }
 
 /// The priors this build carries, by number.
-static PRIORS: [Prior; 2] = [
+static PRIORS: [Prior; 3] = [
     Prior {
         number: 1,
         name: "text1",
@@ -63,6 +63,16 @@ static PRIORS: [Prior; 2] = [
         bytes: include_bytes!("../../priors/text2.safetensors"),
         sha256: "5b89025ffa93344c9a0794ebf8378b98bb13c5f4acaaabef76f4eacce2b8aaee",
         expanded_sha256: "4e8f69512fbfc7ecbe00123caf3f235e12ecb262e3b694296cc0572a6a880b4e",
+    },
+    Prior {
+        number: 3,
+        name: "text32",
+        about: "Mamba-1 32x1 (levels 1 and 2), context tables of 2^9 rows; trained by `lmzip train` \
+            (8 streams, 64-byte windows, Adam at 0.003 falling to a tenth) for one pass over the \
+            81.5 MB of text1 (docs/prior.md)",
+        bytes: include_bytes!("../../priors/text32.safetensors"),
+        sha256: "fe5fe4e263b76be4281c3021eb23bf9843253122a45c1384f4c3b668ef2f0a15",
+        expanded_sha256: "ac537248e20f4f6a0fbdb6bd8495dcc3f3935fcb92daabc2e71f2ecaf91bff43",
     },
 ];
 
