@@ -85,6 +85,11 @@ pub struct MixSpec {
     /// (4096) Text contexts: words with case, skips, numbers, gaps, sentence, column, markup,
     /// the word that followed the last word (src/mix/text.rs).
     pub text: bool,
+    /// The x86 transform of the input (src/transform/x86.rs): call and jump displacements
+    /// made absolute before the network and the stage see the bytes, undone after decoding.
+    /// Not a component of the stage, but a key of its item so that a header names it in a few
+    /// bytes (`mix:x86=1`); lmzip chooses it by detection.
+    pub x86: bool,
 }
 
 /// What `cap` sizes apart ([`MixSpec::part_bits`]): each family of tables, map or window
@@ -171,7 +176,7 @@ pub struct MixKey {
 }
 
 /// The keys of `mix:` in canonical order.
-pub static KEYS: [MixKey; 14] = [
+pub static KEYS: [MixKey; 15] = [
     MixKey {
         name: "orders",
         get: |m| m.orders,
@@ -345,6 +350,19 @@ pub static KEYS: [MixKey; 14] = [
         },
         implicit: Some(0),
     },
+    MixKey {
+        name: "x86",
+        get: |m| m.x86 as u32,
+        set: |m, v| m.x86 = v != 0,
+        check: |v| match v <= 1 {
+            true => Ok(()),
+            false => Err(format!(
+                "mix x86 {v} is not a transform this build knows (0: none, 1: the x86 call and \
+                 jump transform)"
+            )),
+        },
+        implicit: Some(0),
+    },
 ];
 
 /// The key named `name`.
@@ -416,6 +434,8 @@ impl MixSpec {
         // Not in the levels yet: with the built-in prior it takes inputs of 64 KiB over the
         // 32 MiB goal (docs/experiments.md, the stage's seventh round). `mix:ext=8191` asks.
         text: false,
+        // Chosen per input by detection (src/transform/x86.rs).
+        x86: false,
     };
 
     /// `self` with every key that has an implicit value ([`MixKey::implicit`]) set to it: the
