@@ -386,9 +386,9 @@ impl MemberEncoder {
     fn code_pending(&mut self, output: &mut impl Write, report: ProgressFn<'_>) -> Result<()> {
         let n = self.pending.len();
         self.crc.update(&self.pending);
-        if x86(&self.recipe) {
+        if let Some(region) = x86(&self.recipe) {
             // The frame's start in the member: the bytes coded before it.
-            crate::transform::x86::encode(&mut self.pending, self.progress.bytes);
+            crate::transform::x86::encode_frame(region, &mut self.pending, self.progress.bytes);
         }
         let bits_before = self.progress.bits;
         let mut enc = Encoder::new();
@@ -479,11 +479,11 @@ pub fn compress(
         recipe = Cow::Owned(crate::prior::without(&recipe));
     }
     if choose_x86 {
-        let on = crate::transform::x86::detect(
-            &sample[..sample.len().min(crate::transform::x86::SAMPLE)],
-        );
+        use crate::transform::x86::{Region, SAMPLE, detect};
+        let x86 = detect(&sample[..sample.len().min(SAMPLE)]);
         if let Some(mix) = recipe.to_mut().mix.as_mut() {
-            mix.x86 = on;
+            let region = x86.unwrap_or(Region::ALL);
+            (mix.x86, mix.x86_from, mix.x86_to) = (x86.is_some(), region.start, region.end);
         }
     }
     let mut input = (&sample[..]).chain(input);
@@ -505,8 +505,8 @@ pub fn frame_words(recipe: &Recipe, options: &Options<'_>, data: &[u8]) -> Resul
     let mut frames = Vec::new();
     for (i, chunk) in data.chunks(FRAME_MAX).enumerate() {
         let mut bytes = chunk.to_vec();
-        if x86(recipe) {
-            crate::transform::x86::encode(&mut bytes, (i * FRAME_MAX) as u64);
+        if let Some(region) = x86(recipe) {
+            crate::transform::x86::encode_frame(region, &mut bytes, (i * FRAME_MAX) as u64);
         }
         let mut enc = Encoder::new();
         code_frame(
@@ -525,8 +525,8 @@ pub fn frame_words(recipe: &Recipe, options: &Options<'_>, data: &[u8]) -> Resul
 
 /// Whether the recipe transforms x86 code ([`crate::transform::x86`]): each frame's bytes
 /// before they are coded, and back after they are decoded.
-fn x86(recipe: &Recipe) -> bool {
-    recipe.mix.as_ref().is_some_and(|m| m.x86)
+fn x86(recipe: &Recipe) -> Option<crate::transform::x86::Region> {
+    recipe.mix.as_ref().and_then(|m| m.x86_region())
 }
 
 /// What a frame holds: the coder's words, or the input itself when the words would take more
@@ -695,9 +695,9 @@ impl<R: Read> StreamDecoder<R> {
         if replay {
             self.progress.bits = bits_before + 8.0 * bytes.len() as f64;
         }
-        if x86(&member.recipe) {
+        if let Some(region) = x86(&member.recipe) {
             let start = self.progress.bytes - bytes.len() as u64 - member.start.1;
-            crate::transform::x86::decode(bytes, start);
+            crate::transform::x86::decode_frame(region, bytes, start);
         }
         member.crc.update(bytes);
         member.frame += 1;

@@ -270,11 +270,15 @@ impl Knobs {
             apply_prior(recipe, name)?;
         }
         match (self.x86.as_deref(), recipe.mix.as_mut()) {
-            (Some("on"), Some(mix)) => mix.x86 = true,
+            (Some("on"), Some(mix)) => {
+                (mix.x86, mix.x86_from, mix.x86_to) = (true, 0, 0);
+            }
             (Some("on"), None) => {
                 bail!("--x86 on: the transform is a setting of the mixing stage, which is off")
             }
-            (Some("off"), Some(mix)) => mix.x86 = false,
+            (Some("off"), Some(mix)) => {
+                (mix.x86, mix.x86_from, mix.x86_to) = (false, 0, 0);
+            }
             _ => {}
         }
         let optimizer = match self.optimizer.as_deref() {

@@ -90,6 +90,10 @@ pub struct MixSpec {
     /// Not a component of the stage, but a key of its item so that a header names it in a few
     /// bytes (`mix:x86=1`); lmzip chooses it by detection.
     pub x86: bool,
+    /// Where in the member the x86 transform applies: bytes `x86from..x86to` (`x86to` 0: to
+    /// the end); an ELF executable's code segments when detection found them.
+    pub x86_from: u32,
+    pub x86_to: u32,
 }
 
 /// What `cap` sizes apart ([`MixSpec::part_bits`]): each family of tables, map or window
@@ -176,7 +180,7 @@ pub struct MixKey {
 }
 
 /// The keys of `mix:` in canonical order.
-pub static KEYS: [MixKey; 15] = [
+pub static KEYS: [MixKey; 17] = [
     MixKey {
         name: "orders",
         get: |m| m.orders,
@@ -363,6 +367,20 @@ pub static KEYS: [MixKey; 15] = [
         },
         implicit: Some(0),
     },
+    MixKey {
+        name: "x86from",
+        get: |m| m.x86_from,
+        set: |m, v| m.x86_from = v,
+        check: |_| Ok(()),
+        implicit: Some(0),
+    },
+    MixKey {
+        name: "x86to",
+        get: |m| m.x86_to,
+        set: |m, v| m.x86_to = v,
+        check: |_| Ok(()),
+        implicit: Some(0),
+    },
 ];
 
 /// The key named `name`.
@@ -402,6 +420,14 @@ fn flag(v: u32, key: &str) -> Result<(), String> {
 }
 
 impl MixSpec {
+    /// Where the x86 transform applies, when it does.
+    pub fn x86_region(&self) -> Option<crate::transform::x86::Region> {
+        self.x86.then_some(crate::transform::x86::Region {
+            start: self.x86_from,
+            end: self.x86_to,
+        })
+    }
+
     /// The stage as levels 5–9 use it, and as `mix:` gives it: every component measured to
     /// pay across text, source and binaries (docs/experiments.md, "The mixing stage"), with the mixer's
     /// rate that suits that many inputs.
@@ -436,6 +462,8 @@ impl MixSpec {
         text: false,
         // Chosen per input by detection (src/transform/x86.rs).
         x86: false,
+        x86_from: 0,
+        x86_to: 0,
     };
 
     /// `self` with every key that has an implicit value ([`MixKey::implicit`]) set to it: the
@@ -455,6 +483,12 @@ impl MixSpec {
             if let Err(message) = (key.check)((key.get)(self)) {
                 bail!(message);
             }
+        }
+        if !self.x86 && (self.x86_from != 0 || self.x86_to != 0) {
+            bail!("mix x86from and x86to say where the x86 transform applies: they need x86=1");
+        }
+        if self.x86_to != 0 && self.x86_to <= self.x86_from {
+            bail!("mix x86to must be after x86from (or 0, the end of the input)");
         }
         if self.fit > 0 && self.cap > 0 {
             bail!("mix fit and cap are two ways to size the stage: give one of them");

@@ -73,6 +73,48 @@ fn scan(bytes: &mut [u8], start: u64, map: impl Fn(u32, u32) -> u32) {
     }
 }
 
+/// Where in a member the transform applies: bytes `start..end` (`end` 0: to the end). For an
+/// ELF executable, the file range of its executable segments (its data, symbol and relocation
+/// tables hold E8 bytes too, which the transform would only scramble); else the whole member.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Region {
+    pub start: u32,
+    pub end: u32,
+}
+
+impl Region {
+    /// The whole member.
+    pub const ALL: Region = Region { start: 0, end: 0 };
+
+    /// The part of a frame of `len` bytes at `at` in the member that the region holds: its
+    /// range in the frame and its position in the member.
+    fn within(self, at: u64, len: usize) -> Option<(std::ops::Range<usize>, u64)> {
+        let end = match self.end {
+            0 => u64::MAX,
+            e => e as u64,
+        };
+        let lo = at.max(self.start as u64);
+        let hi = at.saturating_add(len as u64).min(end);
+        (lo < hi).then(|| ((lo - at) as usize..(hi - at) as usize, lo))
+    }
+}
+
+/// [`encode`] on the part of a frame (at `at` in its member) that `region` holds; the scan
+/// starts at the region's start or the frame's, whichever is later, and stops at the region's
+/// end, so both directions cut the same part.
+pub fn encode_frame(region: Region, bytes: &mut [u8], at: u64) {
+    if let Some((range, start)) = region.within(at, bytes.len()) {
+        encode(&mut bytes[range], start);
+    }
+}
+
+/// Undoes [`encode_frame`].
+pub fn decode_frame(region: Region, bytes: &mut [u8], at: u64) {
+    if let Some((range, start)) = region.within(at, bytes.len()) {
+        decode(&mut bytes[range], start);
+    }
+}
+
 /// Transforms a frame's bytes in place; `start` is the frame's position in its member.
 pub fn encode(bytes: &mut [u8], start: u64) {
     scan(bytes, start, |v, at| v.wrapping_add(at));
@@ -93,6 +135,55 @@ const MIN_CALLS: usize = 16;
 /// operand it holds: in x86 code most `E8` bytes are calls within ±16 MiB (measured: 70–95%
 /// on this machine's executables), in other data about 2 in 256 are.
 const MIN_CALL_PERCENT: usize = 40;
+
+/// The file range of an x86 ELF's executable segments (`PT_LOAD` with `PF_X`), from the
+/// program headers in `s`: from the first one's start to the last one's end. `None` when the
+/// headers are not in `s` or name no such segment, or the range does not fit 32 bits.
+fn elf_code(s: &[u8]) -> Option<Region> {
+    let little = s.get(5) == Some(&1);
+    let int = |at: usize, n: usize| -> Option<u64> {
+        let b = s.get(at..at + n)?;
+        Some(match little {
+            true => b.iter().rev().fold(0u64, |v, &x| v << 8 | x as u64),
+            false => b.iter().fold(0u64, |v, &x| v << 8 | x as u64),
+        })
+    };
+    let wide = match s.get(4) {
+        Some(1) => false,
+        Some(2) => true,
+        _ => return None,
+    };
+    let (phoff, phentsize, phnum) = match wide {
+        true => (int(0x20, 8)?, int(0x36, 2)?, int(0x38, 2)?),
+        false => (int(0x1C, 4)?, int(0x2A, 2)?, int(0x2C, 2)?),
+    };
+    let (mut lo, mut hi) = (u64::MAX, 0u64);
+    for k in 0..phnum {
+        let at = usize::try_from(phoff.checked_add(k.checked_mul(phentsize)?)?).ok()?;
+        let (kind, flags, offset, size) = match wide {
+            true => (
+                int(at, 4)?,
+                int(at + 4, 4)?,
+                int(at + 8, 8)?,
+                int(at + 32, 8)?,
+            ),
+            false => (
+                int(at, 4)?,
+                int(at + 24, 4)?,
+                int(at + 4, 4)?,
+                int(at + 16, 4)?,
+            ),
+        };
+        if kind == 1 && flags & 1 == 1 && size > 0 {
+            lo = lo.min(offset);
+            hi = hi.max(offset.checked_add(size)?);
+        }
+    }
+    (lo < hi && hi <= u32::MAX as u64).then(|| Region {
+        start: lo as u32,
+        end: hi as u32,
+    })
+}
 
 /// What an executable's header says of its machine: `Some(true)` for x86 or x86-64 (ELF, PE,
 /// Mach-O), `Some(false)` for an executable of another machine, `None` when `sample` does not
@@ -127,14 +218,24 @@ fn header_machine(s: &[u8]) -> Option<bool> {
     None
 }
 
-/// Whether an input that starts with `sample` (its first [`SAMPLE`] bytes, or all of it) is
-/// x86 or x86-64 code, for which the transform pays: an executable's header naming such a
-/// machine, or, without one, at least [`MIN_CALLS`] `E8` bytes followed by a near
-/// displacement, [`MIN_CALL_PERCENT`]% of the sample's `E8` bytes or more.
-pub fn detect(sample: &[u8]) -> bool {
-    if let Some(x86) = header_machine(sample) {
-        return x86;
+/// Where to apply the transform to an input that starts with `sample` (its first [`SAMPLE`]
+/// bytes, or all of it), if it is x86 or x86-64 code: an executable's header naming such a
+/// machine (an ELF's executable segments when its program headers say where they are, else
+/// the whole input), or, without one, at least [`MIN_CALLS`] `E8` bytes followed by a near
+/// displacement, [`MIN_CALL_PERCENT`]% of the sample's `E8` bytes or more (the whole input).
+pub fn detect(sample: &[u8]) -> Option<Region> {
+    match header_machine(sample) {
+        Some(false) => None,
+        Some(true) if sample.starts_with(b"\x7fELF") => {
+            Some(elf_code(sample).unwrap_or(Region::ALL))
+        }
+        Some(true) => Some(Region::ALL),
+        None => looks_like_code(sample).then_some(Region::ALL),
     }
+}
+
+/// The count of [`detect`] over a sample without an executable's header.
+fn looks_like_code(sample: &[u8]) -> bool {
     let (mut calls, mut all) = (0usize, 0usize);
     for (i, &b) in sample.iter().enumerate() {
         if b == 0xE8 && i + 5 <= sample.len() {
@@ -253,16 +354,89 @@ mod tests {
     }
 
     #[test]
+    fn a_region_cuts_frames_alike_both_ways() {
+        let mut state = 7u64;
+        let data: Vec<u8> = (0..3000)
+            .map(|_| {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1);
+                [0xE8, 0xE9, 0x0F, 0x84, 0x00, 0xFF, (state >> 40) as u8]
+                    [(state >> 61) as usize % 7]
+            })
+            .collect();
+        let regions = [
+            Region::ALL,
+            Region { start: 3, end: 0 },
+            Region { start: 10, end: 50 },
+            Region { start: 0, end: 7 },
+            Region {
+                start: 999,
+                end: 2001,
+            },
+        ];
+        for region in regions {
+            for frame in [1, 5, 7, 16, 1000, 4096] {
+                let mut t = data.clone();
+                for (k, c) in t.chunks_mut(frame).enumerate() {
+                    encode_frame(region, c, (k * frame) as u64);
+                }
+                let end = match region.end {
+                    0 => data.len(),
+                    e => e as usize,
+                };
+                let outside = |v: &[u8]| [v[..region.start as usize].to_vec(), v[end..].to_vec()];
+                assert_eq!(outside(&t), outside(&data), "{region:?}");
+                for (k, c) in t.chunks_mut(frame).enumerate() {
+                    decode_frame(region, c, (k * frame) as u64);
+                }
+                assert_eq!(t, data, "{region:?} frames of {frame}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_elf_names_its_code() {
+        // ELF64, little-endian, x86-64, two program headers at 64: a read-only segment, then
+        // the executable one at 0x1000.
+        let mut elf = vec![0u8; 64 + 2 * 56];
+        elf[..4].copy_from_slice(b"\x7fELF");
+        elf[4] = 2;
+        elf[5] = 1;
+        elf[18] = 62;
+        elf[0x20] = 64;
+        elf[0x36] = 56;
+        elf[0x38] = 2;
+        let phdr = |elf: &mut Vec<u8>, k: usize, flags: u8, offset: u64, size: u64| {
+            let at = 64 + 56 * k;
+            elf[at] = 1;
+            elf[at + 4] = flags;
+            elf[at + 8..at + 16].copy_from_slice(&offset.to_le_bytes());
+            elf[at + 32..at + 40].copy_from_slice(&size.to_le_bytes());
+        };
+        phdr(&mut elf, 0, 4, 0, 0x1000);
+        phdr(&mut elf, 1, 5, 0x1000, 0x2345);
+        assert_eq!(
+            detect(&elf),
+            Some(Region {
+                start: 0x1000,
+                end: 0x3345
+            })
+        );
+        // Program headers beyond the sample: the whole input.
+        elf[0x20] = 0xFF;
+        assert_eq!(detect(&elf), Some(Region::ALL));
+    }
+
+    #[test]
     fn detection() {
         let mut elf = vec![0u8; 64];
         elf[..4].copy_from_slice(b"\x7fELF");
         elf[5] = 1;
         elf[18] = 62;
-        assert!(detect(&elf));
+        assert_eq!(detect(&elf), Some(Region::ALL));
         elf[18] = 183; // AArch64
-        assert!(!detect(&elf));
+        assert_eq!(detect(&elf), None);
         let text = b"Il \xe8 venu le soir, apr\xe8s la pluie. ".repeat(500);
-        assert!(!detect(&text));
+        assert_eq!(detect(&text), None);
         let mut state = 1u64;
         let random: Vec<u8> = (0..SAMPLE)
             .map(|_| {
@@ -272,7 +446,7 @@ mod tests {
                 (state >> 56) as u8
             })
             .collect();
-        assert!(!detect(&random));
+        assert_eq!(detect(&random), None);
         // Raw code: a call every 20 bytes.
         let mut code = Vec::new();
         for i in 0..100u32 {
@@ -280,7 +454,7 @@ mod tests {
             code.extend_from_slice(&(i * 64).wrapping_neg().to_le_bytes());
             code.extend_from_slice(&[0x90; 12]);
         }
-        assert!(detect(&code));
-        assert!(!detect(&[]));
+        assert_eq!(detect(&code), Some(Region::ALL));
+        assert_eq!(detect(&[]), None);
     }
 }
