@@ -267,3 +267,24 @@ fn an_unknown_transform_in_a_header_is_refused() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("x86 7"));
 }
+
+/// The range keys need the transform and an end after their start.
+#[test]
+fn a_bad_range_is_refused() {
+    let recipe = x86_recipe();
+    for (text, needle) in [
+        ("mix:x86=0,x86from=5", "need x86=1"),
+        ("mix:x86=0,x86to=9", "need x86=1"),
+        ("mix:x86=1,x86from=9,x86to=9", "after x86from"),
+        ("mix:x86=2", "x86 2 is not a transform"),
+    ] {
+        let err = match recipe.edit(text, None) {
+            Err(e) => e.to_string(),
+            Ok(r) => format!("{:#}", r.validate().unwrap_err()),
+        };
+        assert!(err.contains(needle), "{text}: {err}");
+    }
+    let ok = recipe.edit("mix:x86from=9,x86to=10", None).unwrap();
+    ok.validate().unwrap();
+    assert_round_trip(&ok, "a range of one byte", &code(100));
+}

@@ -179,7 +179,7 @@ fn elf_code(s: &[u8]) -> Option<Region> {
             hi = hi.max(offset.checked_add(size)?);
         }
     }
-    (lo < hi && hi <= u32::MAX as u64).then(|| Region {
+    (lo < hi && hi <= u32::MAX as u64).then_some(Region {
         start: lo as u32,
         end: hi as u32,
     })
