@@ -86,9 +86,10 @@ pub struct MixSpec {
     /// the word that followed the last word (src/mix/text.rs).
     pub text: bool,
     /// The x86 transform of the input (src/transform/x86.rs): call and jump displacements
-    /// made absolute before the network and the stage see the bytes, undone after decoding.
-    /// Not a component of the stage, but a key of its item so that a header names it in a few
-    /// bytes (`mix:x86=1`); lmzip chooses it by detection.
+    /// made absolute before the network and the stage see the bytes, undone after decoding;
+    /// and with it two context tables of the stage for the operands (src/mix/x86code.rs).
+    /// A key of the stage's item so that a header names it in a few bytes (`mix:x86=1`);
+    /// lmzip chooses it by detection.
     pub x86: bool,
     /// Where in the member the x86 transform applies: bytes `x86from..x86to` (`x86to` 0: to
     /// the end); an ELF executable's code segments when detection found them.
