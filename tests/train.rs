@@ -172,10 +172,7 @@ fn the_default_level_trains_on_from_its_prior() {
     let (data, valid) = (related_text(4000, 7), related_text(2000, 8));
     let (trained, rec) = run(&p, &data, &valid);
     let first = rec.rows.iter().find_map(|r| r.valid_bpb).unwrap();
-    assert!(
-        first < 6.0,
-        "the prior's start measured {first} bits per byte"
-    );
+    assert!(first < 6.0, "the prior's start measured {first} bits per byte");
     assert!(trained.valid_bpb < 6.0, "{}", trained.valid_bpb);
     let file = ModelFile::from_bytes(&trained.weights).unwrap();
     assert!(!file.tensors.contains_key("output_bias"));
