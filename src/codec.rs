@@ -100,6 +100,10 @@ pub struct Options<'a> {
     /// Compression: keep the recipe's built-in prior only if the input's first bytes suit it
     /// ([`crate::prior::suits`]); the header records the choice. Off, the recipe is as given.
     pub choose_prior: bool,
+    /// Compression: with a mixing stage, set the x86 transform (`mix:x86`) by whether the
+    /// input's first bytes are x86 code ([`crate::transform::x86::detect`]); the header
+    /// records the choice. Off, the recipe is as given.
+    pub choose_x86: bool,
 }
 
 /// The memory decoding a member of `recipe` needs, in bytes (and encoding it, within a frame's
@@ -382,6 +386,10 @@ impl MemberEncoder {
     fn code_pending(&mut self, output: &mut impl Write, report: ProgressFn<'_>) -> Result<()> {
         let n = self.pending.len();
         self.crc.update(&self.pending);
+        if let Some(region) = x86(&self.recipe) {
+            // The frame's start in the member: the bytes coded before it.
+            crate::transform::x86::encode_frame(region, &mut self.pending, self.progress.bytes);
+        }
         let bits_before = self.progress.bits;
         let mut enc = Encoder::new();
         code_frame(
@@ -454,16 +462,28 @@ pub fn compress(
     mut output: impl Write,
     report: ProgressFn<'_>,
 ) -> Result<Summary> {
-    // The prior's choice looks at the input's first bytes, then codes them as any others.
+    // The prior's and the transform's choices look at the input's first bytes, then code them
+    // as any others.
     let mut sample = Vec::new();
     let mut recipe = Cow::Borrowed(recipe);
-    if options.choose_prior && recipe.config().prior() != 0 {
+    let choose_prior = options.choose_prior && recipe.config().prior() != 0;
+    let choose_x86 = options.choose_x86 && recipe.mix.is_some();
+    if choose_prior || choose_x86 {
+        let want = crate::prior::SAMPLE.max(crate::transform::x86::SAMPLE);
         (&mut input)
-            .take(crate::prior::SAMPLE as u64)
+            .take(want as u64)
             .read_to_end(&mut sample)
             .context("cannot read input")?;
-        if !crate::prior::suits(&sample) {
-            recipe = Cow::Owned(crate::prior::without(&recipe));
+    }
+    if choose_prior && !crate::prior::suits(&sample[..sample.len().min(crate::prior::SAMPLE)]) {
+        recipe = Cow::Owned(crate::prior::without(&recipe));
+    }
+    if choose_x86 {
+        use crate::transform::x86::{Region, SAMPLE, detect};
+        let x86 = detect(&sample[..sample.len().min(SAMPLE)]);
+        if let Some(mix) = recipe.to_mut().mix.as_mut() {
+            let region = x86.unwrap_or(Region::ALL);
+            (mix.x86, mix.x86_from, mix.x86_to) = (x86.is_some(), region.start, region.end);
         }
     }
     let mut input = (&sample[..]).chain(input);
@@ -483,8 +503,11 @@ pub fn frame_words(recipe: &Recipe, options: &Options<'_>, data: &[u8]) -> Resul
     let mut quantized = QuantizedPdf::new();
     let mut progress = Progress::default();
     let mut frames = Vec::new();
-    for chunk in data.chunks(FRAME_MAX) {
+    for (i, chunk) in data.chunks(FRAME_MAX).enumerate() {
         let mut bytes = chunk.to_vec();
+        if let Some(region) = x86(recipe) {
+            crate::transform::x86::encode_frame(region, &mut bytes, (i * FRAME_MAX) as u64);
+        }
         let mut enc = Encoder::new();
         code_frame(
             predictor.as_mut(),
@@ -498,6 +521,12 @@ pub fn frame_words(recipe: &Recipe, options: &Options<'_>, data: &[u8]) -> Resul
         frames.push(enc.finish());
     }
     Ok(frames)
+}
+
+/// Whether the recipe transforms x86 code ([`crate::transform::x86`]): each frame's bytes
+/// before they are coded, and back after they are decoded.
+fn x86(recipe: &Recipe) -> Option<crate::transform::x86::Region> {
+    recipe.mix.as_ref().and_then(|m| m.x86_region())
 }
 
 /// What a frame holds: the coder's words, or the input itself when the words would take more
@@ -665,6 +694,10 @@ impl<R: Read> StreamDecoder<R> {
         .with_context(|| format!("in frame {index}"))?;
         if replay {
             self.progress.bits = bits_before + 8.0 * bytes.len() as f64;
+        }
+        if let Some(region) = x86(&member.recipe) {
+            let start = self.progress.bytes - bytes.len() as u64 - member.start.1;
+            crate::transform::x86::decode_frame(region, bytes, start);
         }
         member.crc.update(bytes);
         member.frame += 1;

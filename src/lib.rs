@@ -75,6 +75,7 @@ pub mod prior;
 pub mod recipe;
 pub mod resume;
 pub mod train;
+pub mod transform;
 
 pub use api::{Decoder, Encoder, Error, Options, compress, decompress, decompress_with};
 pub use recipe::ModelKind;

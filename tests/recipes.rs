@@ -254,12 +254,19 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
         (16u32..=28).prop_map(|v| (v, 0)),
         (16u32..=28).prop_map(|v| (0, v)),
     ];
-    let third = (0u32..=8191, sized);
+    // The x86 transform: off, on everywhere, or on a range.
+    let x86 = prop_oneof![
+        Just((false, 0u32, 0u32)),
+        Just((true, 0, 0)),
+        (0u32..1 << 24, 1u32..1 << 24).prop_map(|(from, len)| (true, from, from + len)),
+        (1u32..1 << 24).prop_map(|from| (true, from, 0)),
+    ];
+    let third = (0u32..=8191, sized, x86);
     proptest::option::of((first, later, third).prop_map(
         |(
             (orders, word, sparse, matcher, sse, table, rate),
             (conf, pword, select, record),
-            (ext, (fit, cap)),
+            (ext, (fit, cap), (x86, x86_from, x86_to)),
         )| {
             MixSpec {
                 orders,
@@ -288,6 +295,9 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
                 sparse2: ext & 1024 != 0,
                 nest: ext & 2048 != 0,
                 text: ext & 4096 != 0,
+                x86,
+                x86_from,
+                x86_to,
             }
         },
     ))

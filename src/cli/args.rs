@@ -546,6 +546,12 @@ pub struct ModelArgs {
     #[arg(long, value_name = "NAME|none")]
     pub prior: Option<String>,
 
+    /// The x86 transform: call and jump addresses in x86 and x86-64 machine code made
+    /// absolute before modelling (recorded in the header as mix:x86=1); auto applies it to
+    /// inputs whose first 64 KiB look like x86 code [default: auto]
+    #[arg(long, value_name = "on|off|auto", value_parser = ["on", "off", "auto"])]
+    pub x86: Option<String>,
+
     /// Truncated-BPTT window in bytes (1: a one-step update per byte)
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_count)]
     pub bptt: Option<usize>,

@@ -33,6 +33,8 @@ pub struct Shared {
     fit: bool,
     /// Whether the level's prior is kept only for inputs it suits ([`crate::prior::suits`]).
     choose_prior: bool,
+    /// Whether the x86 transform is chosen by detection ([`crate::transform::x86::detect`]).
+    choose_x86: bool,
     /// `--memory`.
     memory_limit: Option<u64>,
     /// `list` has printed its header line.
@@ -66,15 +68,16 @@ impl Shared {
             ),
             _ => None,
         };
-        let (fit, choose_prior) = match &settings.job {
-            Job::Compress { plan, .. } => (plan.fits(), plan.chooses_prior()),
-            _ => (false, false),
+        let (fit, choose_prior, choose_x86) = match &settings.job {
+            Job::Compress { plan, .. } => (plan.fits(), plan.chooses_prior(), plan.chooses_x86()),
+            _ => (false, false, false),
         };
         Ok(Shared {
             weights,
             recipe,
             fit,
             choose_prior,
+            choose_x86,
             memory_limit: settings.memory_limit,
             listed: std::cell::Cell::new(false),
             list_totals: std::cell::Cell::default(),
@@ -88,6 +91,7 @@ impl Shared {
             expected_len: None,
             memory_limit: self.memory_limit,
             choose_prior: self.choose_prior,
+            choose_x86: self.choose_x86,
         }
     }
 }

@@ -143,6 +143,7 @@ struct Knobs {
     layers: Option<usize>,
     seed: Option<u64>,
     prior: Option<String>,
+    x86: Option<String>,
     optimizer: Option<String>,
     lr: Option<f32>,
     scope: Option<String>,
@@ -162,6 +163,7 @@ impl RecipePlan {
                 layers: m.layers,
                 seed: m.seed,
                 prior: m.prior.clone(),
+                x86: m.x86.clone(),
                 optimizer: m.optimizer.clone(),
                 lr: m.lr,
                 scope: m.scope.clone(),
@@ -182,6 +184,13 @@ impl RecipePlan {
     /// `--prior` or the recipe text names one.
     pub fn chooses_prior(&self) -> bool {
         self.knobs.prior.is_none() && !self.text.as_deref().is_some_and(|t| t.contains("prior="))
+    }
+
+    /// Whether the x86 transform is chosen by detection for each input: unless `--x86 on|off`
+    /// or the recipe text names `x86=`.
+    pub fn chooses_x86(&self) -> bool {
+        matches!(self.knobs.x86.as_deref(), None | Some("auto"))
+            && !self.text.as_deref().is_some_and(|t| t.contains("x86="))
     }
 
     /// The `file:PATH` of the recipe text, if it has one.
@@ -259,6 +268,18 @@ impl Knobs {
         }
         if let Some(name) = &self.prior {
             apply_prior(recipe, name)?;
+        }
+        match (self.x86.as_deref(), recipe.mix.as_mut()) {
+            (Some("on"), Some(mix)) => {
+                (mix.x86, mix.x86_from, mix.x86_to) = (true, 0, 0);
+            }
+            (Some("on"), None) => {
+                bail!("--x86 on: the transform is a setting of the mixing stage, which is off")
+            }
+            (Some("off"), Some(mix)) => {
+                (mix.x86, mix.x86_from, mix.x86_to) = (false, 0, 0);
+            }
+            _ => {}
         }
         let optimizer = match self.optimizer.as_deref() {
             Some("none") => {

@@ -53,6 +53,7 @@ pub mod sse;
 pub mod tables;
 pub mod text;
 pub mod words;
+pub mod x86code;
 
 pub use component::{Component, Declare, Push, Shared};
 pub use netmaps::NetMaps;
@@ -593,6 +594,7 @@ mod seam_tests {
                 words: b(11),
                 nmap: b(10) && b(4),
                 ways: b(11) && b(2),
+                x86: b(3) && b(5),
                 ..MixSpec::DEFAULT
             });
         }

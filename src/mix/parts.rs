@@ -21,6 +21,7 @@ use super::spec::MixSpec;
 use super::tables::Tables;
 use super::text::{Text, TextSelect};
 use super::words::{PrevWord, TwoWords, Word};
+use super::x86code::X86Code;
 
 components! {
     /// The bias, the network, and the four base selectors.
@@ -59,4 +60,6 @@ components! {
     text: Tables<Text>,
     /// The selector for text (`ext` 4096).
     text_select: TextSelect,
+    /// Operand contexts of x86 code (`x86`).
+    x86_code: Tables<X86Code>,
 }

@@ -85,6 +85,16 @@ pub struct MixSpec {
     /// (4096) Text contexts: words with case, skips, numbers, gaps, sentence, column, markup,
     /// the word that followed the last word (src/mix/text.rs).
     pub text: bool,
+    /// The x86 transform of the input (src/transform/x86.rs): call and jump displacements
+    /// made absolute before the network and the stage see the bytes, undone after decoding;
+    /// and with it two context tables of the stage for the operands (src/mix/x86code.rs).
+    /// A key of the stage's item so that a header names it in a few bytes (`mix:x86=1`);
+    /// lmzip chooses it by detection.
+    pub x86: bool,
+    /// Where in the member the x86 transform applies: bytes `x86from..x86to` (`x86to` 0: to
+    /// the end); an ELF executable's code segments when detection found them.
+    pub x86_from: u32,
+    pub x86_to: u32,
 }
 
 /// What `cap` sizes apart ([`MixSpec::part_bits`]): each family of tables, map or window
@@ -178,7 +188,7 @@ pub struct MixKey {
 }
 
 /// The keys of `mix:` in canonical order.
-pub static KEYS: [MixKey; 14] = [
+pub static KEYS: [MixKey; 17] = [
     MixKey {
         name: "orders",
         get: |m| m.orders,
@@ -352,6 +362,33 @@ pub static KEYS: [MixKey; 14] = [
         },
         implicit: Some(0),
     },
+    MixKey {
+        name: "x86",
+        get: |m| m.x86 as u32,
+        set: |m, v| m.x86 = v != 0,
+        check: |v| match v <= 1 {
+            true => Ok(()),
+            false => Err(format!(
+                "mix x86 {v} is not a transform this build knows (0: none, 1: the x86 call and \
+                 jump transform)"
+            )),
+        },
+        implicit: Some(0),
+    },
+    MixKey {
+        name: "x86from",
+        get: |m| m.x86_from,
+        set: |m, v| m.x86_from = v,
+        check: |_| Ok(()),
+        implicit: Some(0),
+    },
+    MixKey {
+        name: "x86to",
+        get: |m| m.x86_to,
+        set: |m, v| m.x86_to = v,
+        check: |_| Ok(()),
+        implicit: Some(0),
+    },
 ];
 
 /// The key named `name`.
@@ -391,6 +428,14 @@ fn flag(v: u32, key: &str) -> Result<(), String> {
 }
 
 impl MixSpec {
+    /// Where the x86 transform applies, when it does.
+    pub fn x86_region(&self) -> Option<crate::transform::x86::Region> {
+        self.x86.then_some(crate::transform::x86::Region {
+            start: self.x86_from,
+            end: self.x86_to,
+        })
+    }
+
     /// The stage as levels 5–9 use it, and as `mix:` gives it: every component measured to
     /// pay across text, source and binaries (docs/experiments.md, "The mixing stage"), with the mixer's
     /// rate that suits that many inputs.
@@ -422,6 +467,10 @@ impl MixSpec {
         nest: true,
         // In the levels from numerics 6 (files of 5 and older read without it).
         text: true,
+        // Chosen per input by detection (src/transform/x86.rs).
+        x86: false,
+        x86_from: 0,
+        x86_to: 0,
     };
 
     /// `self` with every key that has an implicit value ([`MixKey::implicit`]) set to it: the
@@ -441,6 +490,12 @@ impl MixSpec {
             if let Err(message) = (key.check)((key.get)(self)) {
                 bail!(message);
             }
+        }
+        if !self.x86 && (self.x86_from != 0 || self.x86_to != 0) {
+            bail!("mix x86from and x86to say where the x86 transform applies: they need x86=1");
+        }
+        if self.x86_to != 0 && self.x86_to <= self.x86_from {
+            bail!("mix x86to must be after x86from (or 0, the end of the input)");
         }
         if self.fit > 0 && self.cap > 0 {
             bail!("mix fit and cap are two ways to size the stage: give one of them");
