@@ -149,7 +149,7 @@ fn pieces_give_the_same_bytes() {
 /// in pieces. A megabyte takes about a minute: `cargo test --release --test x86 -- --ignored`
 /// (src/transform/x86.rs tests every cut of a frame at the transform itself).
 #[test]
-#[ignore]
+#[ignore = "slow: codes a megabyte across a frame boundary; CI runs it by name"]
 fn frames_cut_instructions_and_still_round_trip() {
     let recipe = fast_x86_recipe();
     let mut data = code(FRAME_MAX - 3);
