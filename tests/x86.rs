@@ -131,16 +131,20 @@ fn pieces_give_the_same_bytes() {
     let data = [&code(20_000)[..], &e8_dense(3000, 5)].concat();
     let packed = compress_bytes(&recipe, &data).unwrap();
     let options = lmzip::Options::new().recipe(recipe.to_text());
-    let mut encoder = lmzip::Encoder::new(Vec::new(), &options).unwrap();
-    for piece in data.chunks(777) {
+    assert_pieces_round_trip(&options, &data, &packed, 777);
+}
+
+/// `data` written through the library's encoder in pieces of `piece` bytes decodes to itself,
+/// and `packed` (its one-call compression) reads back through the streaming decoder.
+fn assert_pieces_round_trip(options: &lmzip::Options, data: &[u8], packed: &[u8], piece: usize) {
+    let mut encoder = lmzip::Encoder::new(Vec::new(), options).unwrap();
+    for piece in data.chunks(piece) {
         encoder.write_all(piece).unwrap();
     }
     let streamed = encoder.finish().unwrap();
-    assert_eq!(decompress_bytes(&streamed).unwrap(), data);
+    assert!(decompress_bytes(&streamed).unwrap() == data);
     let mut back = Vec::new();
-    lmzip::Decoder::new(&packed[..])
-        .read_to_end(&mut back)
-        .unwrap();
+    lmzip::Decoder::new(packed).read_to_end(&mut back).unwrap();
     assert!(back == data);
 }
 
@@ -165,17 +169,7 @@ fn frames_cut_instructions_and_still_round_trip() {
     let options = lmzip::Options::new()
         .recipe(recipe.to_text())
         .size(data.len() as u64);
-    let mut encoder = lmzip::Encoder::new(Vec::new(), &options).unwrap();
-    for piece in data.chunks(333_333) {
-        encoder.write_all(piece).unwrap();
-    }
-    let streamed = encoder.finish().unwrap();
-    assert_eq!(decompress_bytes(&streamed).unwrap(), data);
-    let mut back = Vec::new();
-    lmzip::Decoder::new(&packed[..])
-        .read_to_end(&mut back)
-        .unwrap();
-    assert!(back == data);
+    assert_pieces_round_trip(&options, &data, &packed, 333_333);
 }
 
 /// What detection chooses for `data`.
