@@ -55,10 +55,10 @@ pub const CONTEXT_CHOSEN: RangeInclusive<usize> = 9..=14;
 /// gradient and Adam's second moment (768 bytes; 2^11 rows in three tables take 4.5 MiB), which
 /// is what the memory goals leave beside the stage sized by `cap`: inputs up to 64 KiB within
 /// 32 MiB, up to 1 MiB within 96 MiB. (Up to 1 MiB they were 2^11 until the stage's text
-/// tables, `ext` 4096, took the memory: on text the tables pay more for it.) More rows still pay on small inputs
-/// (2^11 against 2^9: 0.2% on calgary/progc and paper1), but the stage's counters pay more
-/// for their memory
-/// (docs/experiments.md, "Memory to fit the input, with context inputs").
+/// tables, `ext` 4096, took the memory: on text the tables pay more for it.) More rows still
+/// pay on small inputs (2^11 against 2^9: 0.2% on calgary/progc and paper1), but the stage's
+/// counters pay more for their memory (docs/experiments.md, "Memory to fit the input, with
+/// context inputs").
 pub fn context_bits(len: u64) -> usize {
     let log = match len {
         0 | 1 => 0,

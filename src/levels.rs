@@ -180,17 +180,15 @@ pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
         if let Some(mix) = recipe.mix.as_mut() {
             mix.text = false;
         }
-        // Version 5's default level started from `text1`; no other level had a prior.
-        let prior = match level {
-            3 => 1,
+        // Version 5's default level started from `text1`; no other level, and no level of
+        // version 4 or older, had a prior.
+        let prior = match (numerics, level) {
+            (5, 3) => 1,
             _ => 0,
         };
         if recipe.config().prior() != 0 {
             recipe = crate::prior::with_number(&recipe, prior);
         }
-    }
-    if numerics <= 4 {
-        recipe = crate::prior::without(&recipe);
     }
     if numerics <= 3
         && let Base::Fresh {

@@ -230,25 +230,29 @@ fn same_but_context(a: &mamba1::Config, b: &mamba1::Config) -> bool {
 /// config's rows (or left out, for a network without context inputs). Tensors the prior lacks
 /// keep their seeded values.
 pub fn start_from(config: &ModelConfig, params: &mut ParamSet) -> Result<()> {
-    if config.prior() == 0 {
-        return Ok(());
+    match named_file(config)? {
+        Some(file) => apply(&file, params),
+        None => Ok(()),
     }
-    check(config)?;
-    let prior = by_number(config.prior()).expect("checked");
-    apply(&prior.file()?, params)
 }
 
 /// [`start_from`] for a network without the coder's output bias (the offline trainer's, which
 /// trains the network alone): the prior's bias is left out, the rest applied.
 pub fn start_network_from(config: &ModelConfig, params: &mut ParamSet) -> Result<()> {
-    if config.prior() == 0 {
+    let Some(mut file) = named_file(config)? else {
         return Ok(());
-    }
-    check(config)?;
-    let prior = by_number(config.prior()).expect("checked");
-    let mut file = prior.file()?;
+    };
     file.tensors.remove(crate::predictor::OUTPUT_BIAS);
     apply(&file, params)
+}
+
+/// The tensors of the prior `config` names, checked against its sizes; `None` for no prior.
+fn named_file(config: &ModelConfig) -> Result<Option<ModelFile>> {
+    if config.prior() == 0 {
+        return Ok(None);
+    }
+    check(config)?;
+    by_number(config.prior()).expect("checked").file().map(Some)
 }
 
 /// Fills `params` from the tensors of `file` (a prior's, or a test's): the tensors of equal
