@@ -100,6 +100,8 @@ pub struct Options<'a> {
     /// Compression: keep the recipe's built-in prior only if the input's first bytes suit it
     /// ([`crate::prior::suits`]); the header records the choice. Off, the recipe is as given.
     pub choose_prior: bool,
+    /// Compression: likewise for the stage's warm start (`mix:warm`, [`crate::mix::warm`]).
+    pub choose_warm: bool,
     /// Compression: with a mixing stage, set the x86 transform (`mix:x86`) by whether the
     /// input's first bytes are x86 code ([`crate::transform::x86::detect`]); the header
     /// records the choice. Off, the recipe is as given.
@@ -467,16 +469,26 @@ pub fn compress(
     let mut sample = Vec::new();
     let mut recipe = Cow::Borrowed(recipe);
     let choose_prior = options.choose_prior && recipe.config().prior() != 0;
+    let choose_warm = options.choose_warm && recipe.mix.is_some_and(|m| m.warm != 0);
     let choose_x86 = options.choose_x86 && recipe.mix.is_some();
-    if choose_prior || choose_x86 {
+    if choose_prior || choose_warm || choose_x86 {
         let want = crate::prior::SAMPLE.max(crate::transform::x86::SAMPLE);
         (&mut input)
             .take(want as u64)
             .read_to_end(&mut sample)
             .context("cannot read input")?;
     }
-    if choose_prior && !crate::prior::suits(&sample[..sample.len().min(crate::prior::SAMPLE)]) {
+    // The network's prior and the mixer's warm start were learned on text and code: an input
+    // that does not look like it starts without them.
+    let text = crate::prior::suits(&sample[..sample.len().min(crate::prior::SAMPLE)]);
+    if choose_prior && !text {
         recipe = Cow::Owned(crate::prior::without(&recipe));
+    }
+    if choose_warm
+        && !text
+        && let Some(mix) = recipe.to_mut().mix.as_mut()
+    {
+        mix.warm = 0;
     }
     if choose_x86 {
         use crate::transform::x86::{Region, SAMPLE, detect};
@@ -521,6 +533,44 @@ pub fn frame_words(recipe: &Recipe, options: &Options<'_>, data: &[u8]) -> Resul
         frames.push(enc.finish());
     }
     Ok(frames)
+}
+
+/// Codes `data` as one member of `recipe` would (without the container) with the stage's mixer
+/// starting from `start`, and returns the weights the mixer ends with: one step of learning a
+/// warm start ([`crate::mix::warm`]), which carries them from document to document.
+pub fn mixer_after(
+    recipe: &Recipe,
+    options: &Options<'_>,
+    data: &[u8],
+    start: Option<&crate::mix::warm::MixerWeights>,
+) -> Result<crate::mix::warm::MixerWeights> {
+    recipe.validate()?;
+    let Some(spec) = &recipe.mix else {
+        anyhow::bail!("a warm start is for the mixing stage, which this recipe has off");
+    };
+    let mut predictor = predictor::build(recipe, options.weights)?;
+    let mut stage = Stage::new(spec)?;
+    if let Some(weights) = start {
+        stage.start_mixer_from(weights)?;
+    }
+    let mut quantized = QuantizedPdf::new();
+    let mut progress = Progress::default();
+    for (i, chunk) in data.chunks(FRAME_MAX).enumerate() {
+        let mut bytes = chunk.to_vec();
+        if let Some(region) = x86(recipe) {
+            crate::transform::x86::encode_frame(region, &mut bytes, (i * FRAME_MAX) as u64);
+        }
+        code_frame(
+            predictor.as_mut(),
+            &mut quantized,
+            Some(&mut stage),
+            Direction::Encode(&mut Encoder::new()),
+            &mut bytes,
+            &mut progress,
+            &mut |_| Ok(()),
+        )?;
+    }
+    Ok(stage.mixer_weights())
 }
 
 /// Whether the recipe transforms x86 code ([`crate::transform::x86`]): each frame's bytes

@@ -52,13 +52,17 @@ pub fn store(recipe: &Recipe) -> StoredRecipe {
 }
 
 /// The CRC32 a level form stores: of the recipe's canonical text and, when the network starts
-/// from a built-in prior, of the prior's pinned SHA-256 after it, so that a build whose prior
-/// under that number differed refuses the file rather than decode it from other weights.
+/// from a built-in prior, of the prior's pinned SHA-256 after it (then, when the stage's mixer
+/// starts from a warm start, of the start's), so that a build whose prior or start under that
+/// number differed refuses the file rather than decode it from other weights.
 pub fn recipe_crc(recipe: &Recipe) -> u32 {
     let mut crc = crc32fast::Hasher::new();
     crc.update(recipe.to_text().as_bytes());
     if let Some(prior) = crate::prior::by_number(recipe.config().prior()) {
         crc.update(prior.sha256().as_bytes());
+    }
+    if let Some(start) = recipe.mix.and_then(|m| crate::mix::warm::by_number(m.warm)) {
+        crc.update(start.sha256().as_bytes());
     }
     crc.finalize()
 }

@@ -90,14 +90,14 @@ macro_rules! train_fast_ends {
 pub const LEVELS: [Level; MAX_LEVEL as usize] = [
     Level {
         mamba1: concat!(
-            "cfg:hidden=32,layers=1,state=8,conv=8,ctx=14,prior=3 mix:table=18 ",
+            "cfg:hidden=32,layers=1,state=8,conv=8,ctx=14,prior=3 mix:table=18,warm=1 ",
             train!("0.002")
         ),
         rwkv7: concat!("cfg:hidden=64,layers=1 mix:table=18 ", train!("0.002")),
     },
     Level {
         mamba1: concat!(
-            "cfg:hidden=32,layers=1,state=8,conv=8,ctx=14,prior=3 mix:table=20 ",
+            "cfg:hidden=32,layers=1,state=8,conv=8,ctx=14,prior=3 mix:table=20,warm=1 ",
             train!("0.002")
         ),
         rwkv7: concat!("cfg:hidden=64,layers=1 mix:table=20 ", train!("0.002")),
@@ -108,7 +108,7 @@ pub const LEVELS: [Level; MAX_LEVEL as usize] = [
     // that do not look like text.
     Level {
         mamba1: concat!(
-            "cfg:hidden=64,layers=1,state=8,conv=8,ctx=14,prior=2 mix: ",
+            "cfg:hidden=64,layers=1,state=8,conv=8,ctx=14,prior=2 mix:warm=1 ",
             train!("0.002")
         ),
         rwkv7: concat!("cfg:hidden=64,layers=1 mix: ", train!("0.002")),
@@ -172,10 +172,16 @@ pub fn recipe(kind: ModelKind, level: u8) -> Recipe {
 /// had the stage's recent bits, second sparse contexts and nesting contexts (`ext` 512, 1024
 /// and 2048); up to version 3 no Mamba-1 level had context inputs (`ctx`); up to version 4 no
 /// level started from a built-in prior; up to version 5 no level had the stage's text contexts
-/// (`ext` 4096), and the default level started from `text1` (from version 6, `text2`); the
-/// rest of the table is the same.
+/// (`ext` 4096), and the default level started from `text1` (from version 6, `text2`); up to
+/// version 6 no level started its mixer from a warm start (`mix:warm`); the rest of the table
+/// is the same.
 pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
     let mut recipe = table_recipe(kind, level);
+    if numerics <= 6
+        && let Some(mix) = recipe.mix.as_mut()
+    {
+        mix.warm = 0;
+    }
     if numerics <= 5 {
         if let Some(mix) = recipe.mix.as_mut() {
             mix.text = false;

@@ -258,7 +258,8 @@ fn v2_golden(numerics: u8) -> Vec<(String, Recipe, Vec<u8>)> {
         }
         if numerics >= 5 && kind == ModelKind::Mamba1 {
             // The default level starts from the built-in prior: its weights, fitted to the
-            // input's context tables, pin what the prior's number means.
+            // input's context tables, pin what the prior's number means (and from numerics 7,
+            // the stage's warm start what its number means).
             let prior = level(kind, 3)
                 .edit_from_level("cfg:ctx=9 mix:cap=16", None)
                 .unwrap();

@@ -391,7 +391,7 @@ fn a_header_with_a_huge_or_tiny_fit_is_refused_before_allocating() {
         }
     }
     let both = text.replace(",table=22,", ",table=22,fit=18,");
-    let both = both.replace(",ext=8191 ", ",ext=8191,cap=18 ");
+    let both = both.replace(",ext=8191,warm=1 ", ",ext=8191,cap=18,warm=1 ");
     assert!(both.contains("cap=18"), "{both}");
     let mut f = Vec::new();
     format::write_header(&mut f, &StoredRecipe::Text(both)).unwrap();
@@ -441,6 +441,40 @@ fn a_header_naming_an_unknown_prior_is_refused_before_allocating() {
             model: 1,
             level: 3,
             edits: format!("cfg:prior={prior}"),
+            crc: 0,
+        };
+        format::write_header(&mut f, &stored).unwrap();
+        format::write_end(&mut f, 0, 0).unwrap();
+        refused_at_once(&f, needle);
+    }
+}
+
+/// A header naming a warm start of the stage's mixer this build does not carry, or one whose
+/// shape is not the stage's, is refused before anything is built, in either recipe form.
+#[test]
+fn a_header_naming_an_unknown_or_misfitting_warm_start_is_refused_before_allocating() {
+    let _alone = alone();
+    let level = lmzip::levels::default_recipe(ModelKind::Mamba1);
+    let text = level.to_text();
+    assert!(text.contains(",warm=1 "), "{text}");
+    for (edit, needle) in [
+        ("warm=7", "does not carry"),
+        ("orders=5", "warm start is for"),
+    ] {
+        let lying = match edit {
+            "warm=7" => text.replace(",warm=1 ", ",warm=7 "),
+            _ => text.replace("mix:orders=6,", "mix:orders=5,"),
+        };
+        assert_ne!(lying, text);
+        let mut f = Vec::new();
+        format::write_header(&mut f, &StoredRecipe::Text(lying)).unwrap();
+        format::write_end(&mut f, 0, 0).unwrap();
+        refused_at_once(&f, needle);
+        let mut f = Vec::new();
+        let stored = StoredRecipe::Level {
+            model: 1,
+            level: 3,
+            edits: format!("mix:{edit}"),
             crc: 0,
         };
         format::write_header(&mut f, &stored).unwrap();

@@ -130,6 +130,7 @@ fn measure(path: &Path, data: &[u8], kind: ModelKind, level: u8, v: Verbosity) -
         expected_len: Some(data.len() as u64),
         memory_limit: None,
         choose_prior: true,
+        choose_warm: true,
         choose_x86: true,
     };
     let total = Some(data.len() as u64);

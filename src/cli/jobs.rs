@@ -33,6 +33,8 @@ pub struct Shared {
     fit: bool,
     /// Whether the level's prior is kept only for inputs it suits ([`crate::prior::suits`]).
     choose_prior: bool,
+    /// Likewise the stage's warm start (`mix:warm`).
+    choose_warm: bool,
     /// Whether the x86 transform is chosen by detection ([`crate::transform::x86::detect`]).
     choose_x86: bool,
     /// `--memory`.
@@ -68,15 +70,21 @@ impl Shared {
             ),
             _ => None,
         };
-        let (fit, choose_prior, choose_x86) = match &settings.job {
-            Job::Compress { plan, .. } => (plan.fits(), plan.chooses_prior(), plan.chooses_x86()),
-            _ => (false, false, false),
+        let (fit, choose_prior, choose_warm, choose_x86) = match &settings.job {
+            Job::Compress { plan, .. } => (
+                plan.fits(),
+                plan.chooses_prior(),
+                plan.chooses_warm(),
+                plan.chooses_x86(),
+            ),
+            _ => (false, false, false, false),
         };
         Ok(Shared {
             weights,
             recipe,
             fit,
             choose_prior,
+            choose_warm,
             choose_x86,
             memory_limit: settings.memory_limit,
             listed: std::cell::Cell::new(false),
@@ -91,6 +99,7 @@ impl Shared {
             expected_len: None,
             memory_limit: self.memory_limit,
             choose_prior: self.choose_prior,
+            choose_warm: self.choose_warm,
             choose_x86: self.choose_x86,
         }
     }

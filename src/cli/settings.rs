@@ -186,6 +186,12 @@ impl RecipePlan {
         self.knobs.prior.is_none() && !self.text.as_deref().is_some_and(|t| t.contains("prior="))
     }
 
+    /// Whether the level's warm start of the stage's mixer may be left out for an input that
+    /// does not look like text: unless the recipe text names `warm=`.
+    pub fn chooses_warm(&self) -> bool {
+        !self.text.as_deref().is_some_and(|t| t.contains("warm="))
+    }
+
     /// Whether the x86 transform is chosen by detection for each input: unless `--x86 on|off`
     /// or the recipe text names `x86=`.
     pub fn chooses_x86(&self) -> bool {

@@ -44,6 +44,16 @@ impl Mixer {
         }
     }
 
+    /// Every set's weights, set after set.
+    pub fn weights(&self) -> &[i32] {
+        &self.weights
+    }
+
+    /// Every set's weights, to start from others than `init` (src/mix/warm.rs).
+    pub fn weights_mut(&mut self) -> &mut [i32] {
+        &mut self.weights
+    }
+
     /// Bytes of memory a mixer of these sizes takes.
     pub fn bytes(inputs: usize, sets: usize) -> usize {
         4 * inputs * sets
@@ -124,6 +134,24 @@ impl Mixer2 {
         }
         self.last.mix(&self.outputs, last_set);
         self.last.p()
+    }
+
+    /// The first layer's mixers, one per selector.
+    pub fn first(&self) -> &[Mixer] {
+        &self.first
+    }
+
+    pub fn first_mut(&mut self) -> &mut [Mixer] {
+        &mut self.first
+    }
+
+    /// The last layer's mixer (8 sets over one input per selector).
+    pub fn last(&self) -> &Mixer {
+        &self.last
+    }
+
+    pub fn last_mut(&mut self) -> &mut Mixer {
+        &mut self.last
     }
 
     /// Lets the learning rate start higher and decay to the mixer's rate.

@@ -52,6 +52,7 @@ pub mod spec;
 pub mod sse;
 pub mod tables;
 pub mod text;
+pub mod warm;
 pub mod words;
 pub mod x86code;
 
@@ -76,6 +77,8 @@ pub struct Stage {
     shared: Shared,
     push: Push,
     mixer: Mixer2,
+    /// The mixer's inputs and selectors, as the components declared them.
+    shape: warm::Shape,
     sse: Option<Sse>,
     /// What the mixer and the maps said for the current bit.
     p_mix: i32,
@@ -101,12 +104,34 @@ impl Stage {
                 );
                 if spec.decay { m.with_decay() } else { m }
             },
+            shape: warm::Shape::of(&declared),
             sse: spec.sse.then(|| Sse::new(spec)),
             p_mix: 2048,
             p: 2048,
         };
+        if let Some(start) = warm::by_number(spec.warm) {
+            let weights = start
+                .weights()
+                .map_err(|e| io::Error::other(format!("{e:#}")))?;
+            stage
+                .start_mixer_from(&weights)
+                .map_err(|e| io::Error::other(format!("{e:#}")))?;
+        }
         stage.start_byte();
         Ok(stage)
+    }
+
+    /// The mixer's weights now (to carry to the next document when learning a warm start).
+    pub fn mixer_weights(&self) -> warm::MixerWeights {
+        warm::MixerWeights::of(&self.mixer, &self.shape)
+    }
+
+    /// Sets the mixer's weights (before the first bit); an error when they are of another
+    /// shape than this stage's mixer.
+    pub fn start_mixer_from(&mut self, weights: &warm::MixerWeights) -> anyhow::Result<()> {
+        warm::check_shape(&weights.shape, &self.shape)?;
+        weights.apply_to(&mut self.mixer);
+        Ok(())
     }
 
     /// Takes the network's distribution of the next byte: `cdf[s]..cdf[s + 1]` is byte `s`'s

@@ -95,6 +95,11 @@ pub struct MixSpec {
     /// the end); an ELF executable's code segments when detection found them.
     pub x86_from: u32,
     pub x86_to: u32,
+    /// The mixer's starting weights (0: every set starts at the components' starting weights;
+    /// N: the built-in warm start of number N, learned offline on text and code, src/mix/warm.rs).
+    /// For a stage whose mixer has the shape the start was learned for; lmzip leaves it out
+    /// for inputs that do not look like text, as the network's prior.
+    pub warm: u32,
 }
 
 /// What `cap` sizes apart ([`MixSpec::part_bits`]): each family of tables, map or window
@@ -188,7 +193,7 @@ pub struct MixKey {
 }
 
 /// The keys of `mix:` in canonical order.
-pub static KEYS: [MixKey; 17] = [
+pub static KEYS: [MixKey; 18] = [
     MixKey {
         name: "orders",
         get: |m| m.orders,
@@ -389,6 +394,20 @@ pub static KEYS: [MixKey; 17] = [
         check: |_| Ok(()),
         implicit: Some(0),
     },
+    MixKey {
+        name: "warm",
+        get: |m| m.warm,
+        set: |m, v| m.warm = v,
+        check: |v| match v == 0 || super::warm::by_number(v).is_some() {
+            true => Ok(()),
+            false => Err(format!(
+                "mix warm {v} is a warm start this build does not carry (0: none; it carries: \
+                 {}); a newer lmzip may",
+                super::warm::numbers()
+            )),
+        },
+        implicit: Some(0),
+    },
 ];
 
 /// The key named `name`.
@@ -471,6 +490,8 @@ impl MixSpec {
         x86: false,
         x86_from: 0,
         x86_to: 0,
+        // The default level (src/levels.rs) names its start.
+        warm: 0,
     };
 
     /// `self` with every key that has an implicit value ([`MixKey::implicit`]) set to it: the
@@ -507,6 +528,9 @@ impl MixSpec {
                 bytes >> 20,
                 MAX_MIX_BYTES >> 20
             );
+        }
+        if let Some(start) = super::warm::by_number(self.warm) {
+            start.check_shape(&self.declare())?;
         }
         Ok(())
     }

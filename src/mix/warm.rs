@@ -1,0 +1,354 @@
+//! Built-in warm starts for the stage's mixer (the key `mix:warm=N`): weights learned offline
+//! by coding documents of the prior's corpus one after another (docs/prior.md,
+//! `scripts/warm-start.sh`), so that on a small input the mixer starts knowing whom to trust
+//! instead of learning it from the components' starting weights. Counters, maps and network
+//! still start fresh for each stream; only the mixer's weights carry over.
+//!
+//! A start fits one shape of mixer: its inputs with their starting weights, and its selectors
+//! with their numbers of sets ([`Shape`]), as the stage's components declare them. A stage of
+//! another shape refuses the key (checked with the recipe). As for the network's priors, a
+//! start's number is never reused, the build pins the SHA-256 of its bytes (checked by a test
+//! and each time a stream starts from it), and the level form of a header covers that hash.
+//!
+//! Stored form (little-endian): `LMZW`, a format byte (1); the shape (`u16` inputs, their
+//! starting weights as `i32`; `u8` selectors, their numbers of sets as `u32`); the last layer's
+//! weights as `i32` (8 sets over one input per selector); then per selector a bitmap of the
+//! sets that moved from their starting weights, and those sets' weights as `i16` at 8
+//! fractional bits (the mixer keeps 16: the stored value shifted left by 8 is the start, the
+//! same bits on every build). Sets never chosen while learning are left out and start as
+//! declared: about half the weights.
+
+use anyhow::{Context, Result, bail, ensure};
+use sha2::{Digest, Sha256};
+
+use super::component::Declare;
+use super::mixer::Mixer2;
+use crate::recipe::hex;
+
+/// One warm start this build carries.
+pub struct WarmStart {
+    /// Its number in recipes (`mix:warm=N`): never reused for other weights.
+    pub number: u32,
+    /// Its name, for messages.
+    pub name: &'static str,
+    /// What it was learned on, in a few words.
+    pub about: &'static str,
+    bytes: &'static [u8],
+    /// SHA-256 of `bytes`, pinned when the start was added.
+    sha256: &'static str,
+}
+
+static STARTS: [WarmStart; 1] = [WarmStart {
+    number: 1,
+    name: "mixtext1",
+    about: "the stage of levels 1-3 (144 inputs, 5,265 weight sets) over 472 documents of 1-20 KB \
+        (2.5 MB) of the prior's corpus, coded one after another at the default level \
+        (docs/prior.md)",
+    bytes: include_bytes!("../../priors/mixtext1.lmzw"),
+    sha256: "0601cf4d33ec4f17fb175939e77eae97231f0104bc93d109e23ccb5d7d3df232",
+}];
+
+/// Every warm start this build carries.
+pub fn all() -> &'static [WarmStart] {
+    &STARTS
+}
+
+/// The start of number `number` (not 0), if this build carries it.
+pub fn by_number(number: u32) -> Option<&'static WarmStart> {
+    STARTS.iter().find(|s| s.number == number)
+}
+
+/// The numbers of the starts this build carries, for messages.
+pub fn numbers() -> String {
+    let numbers: Vec<String> = STARTS.iter().map(|s| s.number.to_string()).collect();
+    numbers.join(", ")
+}
+
+const MAGIC: &[u8; 4] = b"LMZW";
+const FORMAT: u8 = 1;
+/// Sets of the last layer (one per bit position).
+const LAST_SETS: usize = 8;
+
+/// A mixer's shape: per input its starting weight, per selector its number of sets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shape {
+    pub init: Vec<i32>,
+    pub sets: Vec<usize>,
+}
+
+impl Shape {
+    pub fn of(declared: &Declare) -> Self {
+        Shape {
+            init: declared.init.clone(),
+            sets: declared.sets.clone(),
+        }
+    }
+}
+
+/// A mixer's weights: what a warm start holds, and what learning one carries from one
+/// document to the next (16 fractional bits, as the mixer has them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MixerWeights {
+    pub shape: Shape,
+    /// Per selector, every set's weights, set after set.
+    pub first: Vec<Vec<i32>>,
+    /// The last layer's, set after set.
+    pub last: Vec<i32>,
+}
+
+impl MixerWeights {
+    /// The weights `mixer` has now; `shape` is what its stage declared.
+    pub fn of(mixer: &Mixer2, shape: &Shape) -> Self {
+        MixerWeights {
+            shape: shape.clone(),
+            first: mixer.first().iter().map(|m| m.weights().to_vec()).collect(),
+            last: mixer.last().weights().to_vec(),
+        }
+    }
+
+    /// Sets `mixer`'s weights to these (the shapes must be the same: see [`check_shape`]).
+    pub fn apply_to(&self, mixer: &mut Mixer2) {
+        for (m, w) in mixer.first_mut().iter_mut().zip(&self.first) {
+            m.weights_mut().copy_from_slice(w);
+        }
+        mixer.last_mut().weights_mut().copy_from_slice(&self.last);
+    }
+
+    /// The stored form (module docs): moved sets only, at 8 fractional bits.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let Shape { init, sets } = &self.shape;
+        let mut out = MAGIC.to_vec();
+        out.push(FORMAT);
+        out.extend((init.len() as u16).to_le_bytes());
+        init.iter().for_each(|w| out.extend(w.to_le_bytes()));
+        out.push(sets.len() as u8);
+        sets.iter()
+            .for_each(|&s| out.extend((s as u32).to_le_bytes()));
+        self.last.iter().for_each(|w| out.extend(w.to_le_bytes()));
+        for (weights, &n) in self.first.iter().zip(sets) {
+            let moved: Vec<bool> = weights.chunks(init.len()).map(|set| set != init).collect();
+            let mut bitmap = vec![0u8; n.div_ceil(8)];
+            for (s, _) in moved.iter().enumerate().filter(|(_, m)| **m) {
+                bitmap[s / 8] |= 1 << (s % 8);
+            }
+            out.extend(&bitmap);
+            for (set, _) in weights.chunks(init.len()).zip(&moved).filter(|(_, m)| **m) {
+                for &w in set {
+                    let q = ((w + 128) >> 8).clamp(i16::MIN as i32, i16::MAX as i32) as i16;
+                    out.extend(q.to_le_bytes());
+                }
+            }
+        }
+        out
+    }
+
+    /// Reads the stored form; an error for bytes that are not one.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let mut r = Reader(bytes);
+        let shape = read_shape(&mut r)?;
+        let Shape { init, sets } = &shape;
+        let (inputs, selectors) = (init.len(), sets.len());
+        let last = (0..LAST_SETS * selectors)
+            .map(|_| Ok(i32::from_le_bytes(r.array()?)))
+            .collect::<Result<Vec<_>>>()?;
+        let mut first = Vec::with_capacity(selectors);
+        for &n in sets {
+            let bitmap = r.take(n.div_ceil(8))?.to_vec();
+            let mut weights = Vec::with_capacity(n * inputs);
+            for s in 0..n {
+                match bitmap[s / 8] >> (s % 8) & 1 {
+                    0 => weights.extend_from_slice(init),
+                    _ => {
+                        for _ in 0..inputs {
+                            weights.push((i16::from_le_bytes(r.array()?) as i32) << 8);
+                        }
+                    }
+                }
+            }
+            first.push(weights);
+        }
+        ensure!(r.0.is_empty(), "{} bytes after the warm start", r.0.len());
+        Ok(MixerWeights { shape, first, last })
+    }
+}
+
+/// The bytes of a stored form, read front to back.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        ensure!(self.0.len() >= n, "the warm start ends early");
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
+        Ok(self.take(N)?.try_into().expect("took N bytes"))
+    }
+}
+
+/// Reads just the shape of a stored form (cheap: for checking recipes).
+fn shape_of(bytes: &[u8]) -> Result<Shape> {
+    read_shape(&mut Reader(bytes))
+}
+
+/// The stored form's magic, format and shape.
+fn read_shape(r: &mut Reader) -> Result<Shape> {
+    ensure!(r.take(4)? == MAGIC, "not a warm start (no LMZW)");
+    let format = r.take(1)?[0];
+    ensure!(
+        format == FORMAT,
+        "a warm start of format {format}, not {FORMAT}"
+    );
+    let inputs = u16::from_le_bytes(r.array()?) as usize;
+    let init = (0..inputs)
+        .map(|_| Ok(i32::from_le_bytes(r.array()?)))
+        .collect::<Result<Vec<_>>>()?;
+    let selectors = r.take(1)?[0] as usize;
+    let sets = (0..selectors)
+        .map(|_| Ok(u32::from_le_bytes(r.array()?) as usize))
+        .collect::<Result<Vec<_>>>()?;
+    ensure!(
+        inputs > 0 && sets.iter().all(|&s| s > 0 && s <= 1 << 16),
+        "a warm start with no inputs or an empty or oversized selector"
+    );
+    Ok(Shape { init, sets })
+}
+
+impl WarmStart {
+    /// The pinned SHA-256 of the start's bytes, in hex.
+    pub fn sha256(&self) -> &'static str {
+        self.sha256
+    }
+
+    /// The SHA-256 of the bytes this build carries (a test compares it with the pinned one).
+    pub fn actual_sha256(&self) -> String {
+        hex(Sha256::digest(self.bytes).as_slice())
+    }
+
+    /// The start's weights, checked against the pinned hash.
+    pub fn weights(&self) -> Result<MixerWeights> {
+        let actual = self.actual_sha256();
+        if actual != self.sha256 {
+            bail!(
+                "built-in warm start {} is damaged: SHA-256 {actual}, expected {}",
+                self.name,
+                self.sha256
+            );
+        }
+        MixerWeights::from_bytes(self.bytes)
+            .with_context(|| format!("built-in warm start {}", self.name))
+    }
+
+    /// Whether a stage that declares `declared` can start from this: the same inputs with the
+    /// same starting weights, the same selectors.
+    pub fn check_shape(&self, declared: &Declare) -> Result<()> {
+        let shape =
+            shape_of(self.bytes).with_context(|| format!("built-in warm start {}", self.name))?;
+        check_shape(&shape, &Shape::of(declared))
+            .map_err(|e| anyhow::anyhow!("mix warm {}: {e}", self.number))
+    }
+}
+
+/// Whether weights of shape `theirs` fit a mixer of shape `ours`.
+pub fn check_shape(theirs: &Shape, ours: &Shape) -> Result<()> {
+    if theirs != ours {
+        bail!(
+            "the warm start is for a stage whose mixer has {} inputs and {} weight sets; this \
+             stage's has {} and {} (warm starts fit the stages of levels 1-3)",
+            theirs.init.len(),
+            theirs.sets.iter().sum::<usize>(),
+            ours.init.len(),
+            ours.sets.iter().sum::<usize>()
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> MixerWeights {
+        let shape = Shape {
+            init: vec![6144, -300, 65536],
+            sets: vec![3, 9],
+        };
+        let mut first: Vec<Vec<i32>> = shape.sets.iter().map(|&n| shape.init.repeat(n)).collect();
+        // Set 1 of the first selector and set 8 of the second moved (multiples of 256, so
+        // that the stored form keeps them exactly).
+        first[0][3..6].copy_from_slice(&[256 * 7, -256 * 40, 0]);
+        first[1][24..27].copy_from_slice(&[64 << 16, -(64 << 16), 256]);
+        MixerWeights {
+            shape,
+            first,
+            last: (0..16).map(|i| i * 1000 - 5000).collect(),
+        }
+    }
+
+    #[test]
+    fn the_stored_form_round_trips_moved_sets_and_leaves_out_the_others() {
+        let w = sample();
+        let bytes = w.to_bytes();
+        assert_eq!(MixerWeights::from_bytes(&bytes).unwrap(), w);
+        // Two moved sets of three inputs as i16: 12 bytes of weights.
+        let header = 4 + 1 + 2 + 3 * 4 + 1 + 2 * 4 + 16 * 4;
+        assert_eq!(bytes.len(), header + 1 + 2 + 12);
+        assert_eq!(shape_of(&bytes).unwrap(), w.shape);
+    }
+
+    #[test]
+    fn weights_round_to_eight_fractional_bits() {
+        let mut w = sample();
+        w.first[0][3] = 256 * 7 + 127;
+        w.first[0][4] = 256 * 7 + 128;
+        let back = MixerWeights::from_bytes(&w.to_bytes()).unwrap();
+        assert_eq!(back.first[0][3], 256 * 7);
+        assert_eq!(back.first[0][4], 256 * 8);
+    }
+
+    #[test]
+    fn damaged_stored_forms_are_refused_without_panicking() {
+        let bytes = sample().to_bytes();
+        for cut in 0..bytes.len() {
+            assert!(
+                MixerWeights::from_bytes(&bytes[..cut]).is_err(),
+                "cut at {cut}"
+            );
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(MixerWeights::from_bytes(&longer).is_err());
+        let mut other = bytes;
+        other[0] = b'X';
+        assert!(MixerWeights::from_bytes(&other).is_err());
+    }
+
+    #[test]
+    fn other_shapes_are_refused() {
+        let w = sample();
+        let mut other = w.shape.clone();
+        other.init[1] += 1;
+        assert!(check_shape(&w.shape, &other).is_err());
+        let mut other = w.shape.clone();
+        other.sets[0] += 1;
+        assert!(check_shape(&w.shape, &other).is_err());
+        assert!(check_shape(&w.shape, &w.shape.clone()).is_ok());
+    }
+
+    #[test]
+    fn every_built_in_start_has_its_pinned_bytes_and_reads() {
+        for start in all() {
+            assert_eq!(start.actual_sha256(), start.sha256(), "{}", start.name);
+            let w = start.weights().unwrap();
+            assert_eq!(w.first.len(), w.shape.sets.len());
+            // It learned something: some set moved.
+            assert!(
+                w.first
+                    .iter()
+                    .any(|sets| sets.chunks(w.shape.init.len()).any(|s| s != w.shape.init))
+            );
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! The stage's warm start (`mix:warm`, src/mix/warm.rs): levels 1–3 start their mixer from the
+//! built-in weights on text, the CLI leaves them out for inputs that do not look like text
+//! (the header records it), a recipe that names the key keeps what it says, files round-trip
+//! either way, and the start pays on small text.
+
+mod common;
+
+use std::fs;
+
+use common::cli::{assert_usage_error, ok, run};
+use lmzip::codec;
+use lmzip::levels;
+use lmzip::recipe::{ModelKind, Recipe};
+use tempfile::TempDir;
+
+/// The recipe a stream was written with.
+fn recipe_of(lmz: &[u8]) -> Recipe {
+    let layout = lmzip::format::scan_members(&mut std::io::Cursor::new(lmz)).unwrap();
+    codec::read_recipe(&layout[0].header).unwrap()
+}
+
+fn warm_of(lmz: &[u8]) -> u32 {
+    recipe_of(lmz).mix.unwrap().warm
+}
+
+#[test]
+fn levels_one_to_three_of_mamba1_start_warm_and_the_others_do_not() {
+    for level in 1..=levels::MAX_LEVEL {
+        let mamba = levels::recipe(ModelKind::Mamba1, level).mix.unwrap().warm;
+        assert_eq!(mamba, (level <= 3) as u32, "mamba1 level {level}");
+        let rwkv = levels::recipe(ModelKind::Rwkv7, level).mix.unwrap().warm;
+        assert_eq!(rwkv, 0, "rwkv7 level {level}");
+        // Files of numerics 6 and older mean the levels without it.
+        let older = levels::recipe_of(6, ModelKind::Mamba1, level);
+        assert_eq!(older.mix.unwrap().warm, 0, "numerics 6 level {level}");
+    }
+}
+
+#[test]
+fn text_keeps_the_start_binaries_leave_it_out_and_both_round_trip() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    let inputs = [
+        ("text", common::related_text(6000, 3), 1),
+        ("binary", common::binary(6000, 4), 0),
+    ];
+    for (name, data, warm) in &inputs {
+        fs::write(d.join(name), data).unwrap();
+        for level in ["-1", "-3"] {
+            let lmz = ok(run(d, &[level, "-c", name], b"")).stdout;
+            assert_eq!(warm_of(&lmz), *warm, "{name} {level}");
+            assert_eq!(
+                &ok(run(d, &["-d", "-c"], &lmz)).stdout,
+                data,
+                "{name} {level}"
+            );
+        }
+        // A recipe that names the key keeps it, whatever the input.
+        for forced in [0, 1] {
+            let edit = format!("mix:warm={forced}");
+            let lmz = ok(run(d, &["-c", "--recipe", &edit, name], b"")).stdout;
+            assert_eq!(warm_of(&lmz), forced, "{name} {edit}");
+            assert_eq!(
+                &ok(run(d, &["-d", "-c"], &lmz)).stdout,
+                data,
+                "{name} {edit}"
+            );
+        }
+    }
+}
+
+/// What the start is for: on a few kilobytes of text, the mixer that starts knowing whom to
+/// trust codes fewer bytes than the one that learns it from the components' starting weights.
+#[test]
+fn the_start_codes_small_text_in_fewer_bytes() {
+    let data = common::related_text(5000, 11);
+    let level = levels::default_recipe(ModelKind::Mamba1);
+    let sized = lmzip::fit::fitted(&level, data.len() as u64);
+    let cold = sized.edit("mix:warm=0", None).unwrap();
+    let warm_bytes = codec::compress_bytes(&sized, &data).unwrap();
+    let cold_bytes = codec::compress_bytes(&cold, &data).unwrap();
+    assert!(
+        warm_bytes.len() * 100 < cold_bytes.len() * 99,
+        "warm {} bytes, cold {}",
+        warm_bytes.len(),
+        cold_bytes.len()
+    );
+    assert_eq!(codec::decompress_bytes(&warm_bytes).unwrap(), data);
+}
+
+#[test]
+fn the_library_and_the_stage_refuse_what_does_not_fit() {
+    let level = levels::default_recipe(ModelKind::Mamba1);
+    // A stage with other components has a mixer of another shape.
+    let err = level.edit("mix:ext=0", None).unwrap_err();
+    assert!(format!("{err:#}").contains("warm start is for"), "{err:#}");
+    let err = level.edit("mix:warm=9", None).unwrap_err();
+    assert!(format!("{err:#}").contains("does not carry"), "{err:#}");
+    // The weights of one stage's mixer do not go into another's.
+    let other = levels::recipe(ModelKind::Mamba1, 1)
+        .edit("mix:orders=5,warm=0", None)
+        .unwrap();
+    let start = lmzip::mix::warm::by_number(1).unwrap().weights().unwrap();
+    match codec::mixer_after(&other, &Default::default(), b"abc", Some(&start)) {
+        Ok(_) => panic!("weights of another shape were taken"),
+        Err(err) => assert!(format!("{err:#}").contains("warm start is for"), "{err:#}"),
+    }
+}
+
+#[test]
+fn the_cli_names_the_key_and_refuses_unknown_starts() {
+    let dir = TempDir::new().unwrap();
+    let out = run(dir.path(), &["-c", "--recipe", "mix:warm=2"], b"abc");
+    assert_usage_error(&out, "warm");
+}
+
+/// Learning a start carries the mixer's weights from one document to the next: the weights
+/// after two documents differ from those after the second alone, and the same documents give
+/// the same weights.
+#[test]
+fn learning_a_start_carries_weights_and_is_repeatable() {
+    let recipe = levels::recipe(ModelKind::Mamba1, 1)
+        .edit("mix:warm=0", None)
+        .unwrap();
+    let a = common::related_text(1500, 1);
+    let b = common::related_text(1500, 2);
+    let recipe = lmzip::fit::fitted(&recipe, 1500);
+    let options = codec::Options::default();
+    let after_a = codec::mixer_after(&recipe, &options, &a, None).unwrap();
+    let after_ab = codec::mixer_after(&recipe, &options, &b, Some(&after_a)).unwrap();
+    let after_b = codec::mixer_after(&recipe, &options, &b, None).unwrap();
+    // (Compared with `==`: a failing `assert_eq!` would print 700,000 weights.)
+    assert!(after_ab != after_b, "the first document left no trace");
+    let again = codec::mixer_after(&recipe, &options, &b, Some(&after_a)).unwrap();
+    assert!(again == after_ab, "the same documents gave other weights");
+    let stored = lmzip::mix::warm::MixerWeights::from_bytes(&after_ab.to_bytes()).unwrap();
+    assert!(stored.shape == after_ab.shape);
+}
