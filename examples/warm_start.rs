@@ -32,6 +32,8 @@ fn main() -> anyhow::Result<()> {
     let min: usize = kv("min").map_or(Ok(*SIZES.start()), |v| v.parse())?;
     let max: usize = kv("max").map_or(Ok(*SIZES.end()), |v| v.parse())?;
     let all = kv("all").is_some_and(|v| v == "1");
+    // Average the weights the last `avg` documents ended with (0: keep the last ones).
+    let avg: usize = kv("avg").map_or(Ok(0), |v| v.parse())?;
     let level: u8 = kv("level").map_or(Ok(lmzip::levels::DEFAULT_LEVEL), |v| v.parse())?;
     let corpus = std::fs::read(corpus)?;
 
@@ -50,7 +52,8 @@ fn main() -> anyhow::Result<()> {
 
     // The level's recipe without a warm start: the weights are carried by hand.
     let level_recipe = lmzip::levels::recipe(ModelKind::Mamba1, level).edit("mix:warm=0", None)?;
-    let mut weights = None;
+    let mut weights: Option<lmzip::mix::warm::MixerWeights> = None;
+    let mut sums: Option<(Vec<Vec<i64>>, Vec<i64>)> = None;
     let started = std::time::Instant::now();
     for (i, (_, doc)) in docs.iter().enumerate() {
         let recipe = lmzip::fit::fitted(&level_recipe, doc.len() as u64);
@@ -60,6 +63,21 @@ fn main() -> anyhow::Result<()> {
             doc,
             weights.as_ref(),
         )?);
+        if i + avg >= docs.len()
+            && avg > 0
+            && let Some(w) = &weights
+        {
+            let (first, last) = sums.get_or_insert_with(|| {
+                let first = w.first.iter().map(|s| vec![0; s.len()]).collect();
+                (first, vec![0; w.last.len()])
+            });
+            for (sum, set) in first.iter_mut().zip(&w.first) {
+                sum.iter_mut().zip(set).for_each(|(a, &b)| *a += b as i64);
+            }
+            last.iter_mut()
+                .zip(&w.last)
+                .for_each(|(a, &b)| *a += b as i64);
+        }
         if (i + 1) % 50 == 0 {
             eprintln!(
                 "{} documents, {:.0} s",
@@ -68,9 +86,21 @@ fn main() -> anyhow::Result<()> {
             );
         }
     }
-    let Some(weights) = weights else {
+    let Some(mut weights) = weights else {
         anyhow::bail!("no document of {min} to {max} bytes that looks like text");
     };
+    if let Some((first, last)) = sums {
+        let n = avg.min(docs.len()) as i64;
+        let mean = |s: &i64| (s + n / 2).div_euclid(n) as i32;
+        for (set, sum) in weights.first.iter_mut().zip(&first) {
+            set.iter_mut().zip(sum).for_each(|(w, s)| *w = mean(s));
+        }
+        weights
+            .last
+            .iter_mut()
+            .zip(&last)
+            .for_each(|(w, s)| *w = mean(s));
+    }
     let bytes = weights.to_bytes();
     std::fs::write(out, &bytes)?;
     let sha: String = Sha256::digest(&bytes)

@@ -296,8 +296,16 @@ mod tests {
                 ..TrainSpec::defaults(kind)
             };
             assert_eq!(r.actions().collect::<Vec<_>>(), vec![&Action::Train(spec)]);
-            // Every level mixes; the fastest with smaller tables.
-            assert_eq!(r.mix, Some(crate::mix::MixSpec::DEFAULT));
+            // Every level mixes; the fastest with smaller tables. Mamba-1's mixer starts from
+            // the built-in warm start.
+            let warm = (kind == ModelKind::Mamba1) as u32;
+            assert_eq!(
+                r.mix,
+                Some(crate::mix::MixSpec {
+                    warm,
+                    ..crate::mix::MixSpec::DEFAULT
+                })
+            );
             for level in 1..=MAX_LEVEL {
                 assert!(recipe(kind, level).mix.is_some(), "level {level}");
             }

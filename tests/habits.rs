@@ -285,6 +285,18 @@ fn version_completions_and_manual_page() {
             "{version}"
         );
     }
+    // And the stage's warm starts.
+    for w in lmzip::mix::warm::all() {
+        assert!(
+            version.contains(&format!(
+                "{} (mix:warm={}, SHA-256 {})",
+                w.name,
+                w.number,
+                w.sha256()
+            )),
+            "{version}"
+        );
+    }
     for shell in ["bash", "zsh", "fish"] {
         let out = ok(run(d, &["completions", shell], b""));
         let script = String::from_utf8_lossy(&out.stdout);

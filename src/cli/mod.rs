@@ -165,8 +165,8 @@ pub fn version_text() -> String {
     )
 }
 
-/// `--version`: the version line, then the built-in priors the build carries (a file written
-/// with a prior decodes only with a build that carries it).
+/// `--version`: the version line, then the built-in priors and warm starts the build carries (a
+/// file written with one decodes only with a build that carries it).
 pub fn long_version_text() -> String {
     let mut text = version_text() + "\nbuilt-in priors:";
     if crate::prior::all().is_empty() {
@@ -179,6 +179,16 @@ pub fn long_version_text() -> String {
             p.number,
             p.sha256(),
             p.about
+        );
+    }
+    text += "\nbuilt-in warm starts of the stage's mixer:";
+    for w in crate::mix::warm::all() {
+        text += &format!(
+            "\n  {} (mix:warm={}, SHA-256 {}): {}",
+            w.name,
+            w.number,
+            w.sha256(),
+            w.about
         );
     }
     text

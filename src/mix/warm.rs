@@ -5,8 +5,10 @@
 //! still start fresh for each stream; only the mixer's weights carry over.
 //!
 //! A start fits one shape of mixer: its inputs with their starting weights, and its selectors
-//! with their numbers of sets ([`Shape`]), as the stage's components declare them. A stage of
-//! another shape refuses the key (checked with the recipe). As for the network's priors, a
+//! with their numbers of sets ([`Shape`]), as the stage's components declare them. A stage
+//! whose mixer has those inputs first and those selectors takes it, its further inputs (the
+//! x86 operand tables, the last component) starting at their own weights; a stage of another
+//! shape refuses the key (checked with the recipe). As for the network's priors, a
 //! start's number is never reused, the build pins the SHA-256 of its bytes (checked by a test
 //! and each time a stream starts from it), and the level form of a header covers that hash.
 //!
@@ -106,10 +108,20 @@ impl MixerWeights {
         }
     }
 
-    /// Sets `mixer`'s weights to these (the shapes must be the same: see [`check_shape`]).
+    /// Sets `mixer`'s weights to these (the shapes must fit: see [`check_shape`]): each set's
+    /// first inputs; the mixer's further inputs keep their starting weights.
     pub fn apply_to(&self, mixer: &mut Mixer2) {
-        for (m, w) in mixer.first_mut().iter_mut().zip(&self.first) {
-            m.weights_mut().copy_from_slice(w);
+        let inputs = self.shape.init.len();
+        for ((m, w), &sets) in mixer
+            .first_mut()
+            .iter_mut()
+            .zip(&self.first)
+            .zip(&self.shape.sets)
+        {
+            let stride = m.weights().len() / sets;
+            for (ours, theirs) in m.weights_mut().chunks_mut(stride).zip(w.chunks(inputs)) {
+                ours[..inputs].copy_from_slice(theirs);
+            }
         }
         mixer.last_mut().weights_mut().copy_from_slice(&self.last);
     }
@@ -241,8 +253,8 @@ impl WarmStart {
             .with_context(|| format!("built-in warm start {}", self.name))
     }
 
-    /// Whether a stage that declares `declared` can start from this: the same inputs with the
-    /// same starting weights, the same selectors.
+    /// Whether a stage that declares `declared` can start from this: the start's inputs first,
+    /// with the same starting weights, and the same selectors.
     pub fn check_shape(&self, declared: &Declare) -> Result<()> {
         let shape =
             shape_of(self.bytes).with_context(|| format!("built-in warm start {}", self.name))?;
@@ -251,12 +263,13 @@ impl WarmStart {
     }
 }
 
-/// Whether weights of shape `theirs` fit a mixer of shape `ours`.
+/// Whether weights of shape `theirs` fit a mixer of shape `ours`: the same selectors, and
+/// `theirs`' inputs first among `ours`.
 pub fn check_shape(theirs: &Shape, ours: &Shape) -> Result<()> {
-    if theirs != ours {
+    if theirs.sets != ours.sets || !ours.init.starts_with(&theirs.init) {
         bail!(
-            "the warm start is for a stage whose mixer has {} inputs and {} weight sets; this \
-             stage's has {} and {} (warm starts fit the stages of levels 1-3)",
+            "the warm start is for a stage whose mixer begins with {} inputs and has {} weight sets; this \
+             stage's has {} and {} (the built-in start fits the stage of every level, with or without the x86 tables)",
             theirs.init.len(),
             theirs.sets.iter().sum::<usize>(),
             ours.init.len(),
@@ -334,7 +347,34 @@ mod tests {
         let mut other = w.shape.clone();
         other.sets[0] += 1;
         assert!(check_shape(&w.shape, &other).is_err());
+        let mut fewer = w.shape.clone();
+        fewer.init.pop();
+        assert!(check_shape(&w.shape, &fewer).is_err());
         assert!(check_shape(&w.shape, &w.shape.clone()).is_ok());
+    }
+
+    /// A mixer with more inputs after the start's takes the start's weights for its first
+    /// inputs; the others keep their starting weights.
+    #[test]
+    fn a_mixer_with_further_inputs_takes_the_start_for_its_first() {
+        let w = sample();
+        let mut wider = w.shape.clone();
+        wider.init.push(999);
+        check_shape(&w.shape, &wider).unwrap();
+        let mut mixer = Mixer2::new(wider.init.len(), &wider.sets, 3, &wider.init);
+        w.apply_to(&mut mixer);
+        let got = MixerWeights::of(&mixer, &wider);
+        for (k, sets) in got.first.iter().enumerate() {
+            for (s, set) in sets.chunks(4).enumerate() {
+                assert_eq!(
+                    set[..3],
+                    w.first[k][s * 3..s * 3 + 3],
+                    "selector {k} set {s}"
+                );
+                assert_eq!(set[3], 999);
+            }
+        }
+        assert_eq!(got.last, w.last);
     }
 
     #[test]
