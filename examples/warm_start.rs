@@ -1,13 +1,15 @@
 //! Learns a warm start for the stage's mixer (src/mix/warm.rs) from a corpus of documents:
 //! `cargo run --release --example warm_start -- CORPUS OUT [bytes=2500000] [level=3] [min=1000]
-//! [max=20000] [all=0]`, where CORPUS is the prior's training file (documents separated by NUL
-//! bytes, docs/prior.md).
+//! [max=20000] [all=0] [avg=N]`, where CORPUS is the prior's training file (documents separated
+//! by NUL bytes, docs/prior.md); `scripts/warm-start.sh` runs it.
 //!
-//! The documents of `min` to `max` bytes that look like text (with `all=1`, every one) ([`lmzip::prior::suits`]) are ordered by a hash
-//! of their bytes (a fixed shuffle) and taken until `bytes`; each is coded as lmzip codes a
-//! file of its length at the level (sized for it, starting from the level's prior), its mixer
-//! starting from the weights the one before ended with. OUT gets the last weights in the
-//! stored form, and the SHA-256 to pin is printed. The same corpus gives the same bytes.
+//! The documents of `min` to `max` bytes that look like text ([`lmzip::prior::suits`]; with
+//! `all=1`, every one) are ordered by a hash of their bytes (a fixed shuffle) and taken until
+//! `bytes`; each is coded as lmzip codes a file of its length at the level (sized for it,
+//! starting from the level's prior), its mixer starting from the weights the one before ended
+//! with. The start is the average of the weights each of the last `avg` documents ended with
+//! (by default all of them; `avg=0`, the last document's). OUT gets it in the stored form, and
+//! the SHA-256 to pin is printed. The same corpus gives the same bytes.
 
 use sha2::{Digest, Sha256};
 
@@ -15,14 +17,17 @@ use lmzip::codec::{self, Options};
 use lmzip::recipe::ModelKind;
 
 /// The documents' sizes: small inputs are what a warm start is for. Over the sixteen small
-/// corpus files, 1–20 KB did 0.06% better than 2–60 KB, and 2.5 MB 0.08% better than 5 MB
-/// (docs/experiments.md).
+/// corpus files, 1–20 KB did 0.06% better than 2–60 KB, 2.5 MB 0.08% better than 5 MB, and the
+/// average over every document 0.28% better than the last weights (docs/experiments.md, "The
+/// stage's warm start").
 const SIZES: std::ops::RangeInclusive<usize> = 1_000..=20_000;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [corpus, out, rest @ ..] = &args[..] else {
-        anyhow::bail!("usage: warm_start CORPUS OUT [bytes=N] [level=N] [min=N] [max=N] [all=1]");
+        anyhow::bail!(
+            "usage: warm_start CORPUS OUT [bytes=N] [level=N] [min=N] [max=N] [all=1] [avg=N]"
+        );
     };
     let kv = |key: &str| {
         rest.iter()
@@ -32,8 +37,9 @@ fn main() -> anyhow::Result<()> {
     let min: usize = kv("min").map_or(Ok(*SIZES.start()), |v| v.parse())?;
     let max: usize = kv("max").map_or(Ok(*SIZES.end()), |v| v.parse())?;
     let all = kv("all").is_some_and(|v| v == "1");
-    // Average the weights the last `avg` documents ended with (0: keep the last ones).
-    let avg: usize = kv("avg").map_or(Ok(0), |v| v.parse())?;
+    // The start is the average of the weights the last `avg` documents ended with (0: the last
+    // ones; by default every document's).
+    let avg: Option<usize> = kv("avg").map(|v| v.parse()).transpose()?;
     let level: u8 = kv("level").map_or(Ok(lmzip::levels::DEFAULT_LEVEL), |v| v.parse())?;
     let corpus = std::fs::read(corpus)?;
 
@@ -52,6 +58,7 @@ fn main() -> anyhow::Result<()> {
 
     // The level's recipe without a warm start: the weights are carried by hand.
     let level_recipe = lmzip::levels::recipe(ModelKind::Mamba1, level).edit("mix:warm=0", None)?;
+    let avg = avg.unwrap_or(docs.len());
     let mut weights: Option<lmzip::mix::warm::MixerWeights> = None;
     let mut sums: Option<(Vec<Vec<i64>>, Vec<i64>)> = None;
     let started = std::time::Instant::now();

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Learns the stage's built-in warm start (src/mix/warm.rs, priors/mixtext1.lmzw) from the
-# prior's training corpus: the documents of 1-20 KB of train.bin, coded one after another at the
-# default level, each mixer starting from the weights the one before ended with.
+# prior's training corpus: the documents of 1-20 KB of train.bin (2.5 MB of them), coded one after
+# another at the default level, each mixer starting from the weights the one before ended with; the
+# start is the average of the weights after each document.
 #
 # Usage: scripts/warm-start.sh TRAIN_BIN [OUT] [key=value...]
 #   TRAIN_BIN  the corpus scripts/prior-data.sh writes (documents separated by NUL bytes)
 #   OUT        default: priors/mixtext1.lmzw
-#   keys       bytes=2500000 level=3 min=1000 max=20000 all=0 (examples/warm_start.rs)
+#   keys       bytes=2500000 level=3 min=1000 max=20000 all=0 avg=N (examples/warm_start.rs)
 #
 # About a minute on one core. The same corpus gives the same bytes; the SHA-256 it prints is the
 # one src/mix/warm.rs pins. A new start gets a new number and file: a start's number is never

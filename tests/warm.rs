@@ -59,7 +59,11 @@ fn text_keeps_the_start_binaries_leave_it_out_and_both_round_trip() {
         let lmz = ok(run(d, &["-c", "--x86", "on", name], b"")).stdout;
         assert_eq!(warm_of(&lmz), *warm, "{name} --x86 on");
         assert!(recipe_of(&lmz).mix.unwrap().x86);
-        assert_eq!(&ok(run(d, &["-d", "-c"], &lmz)).stdout, data, "{name} --x86 on");
+        assert_eq!(
+            &ok(run(d, &["-d", "-c"], &lmz)).stdout,
+            data,
+            "{name} --x86 on"
+        );
         // A recipe that names the key keeps it, whatever the input.
         for forced in [0, 1] {
             let edit = format!("mix:warm={forced}");

@@ -1,5 +1,6 @@
 //! Built-in warm starts for the stage's mixer (the key `mix:warm=N`): weights learned offline
-//! by coding documents of the prior's corpus one after another (docs/prior.md,
+//! by coding documents of the prior's corpus one after another, each mixer starting from the
+//! weights the one before ended with, and averaged over the documents (docs/prior.md,
 //! `scripts/warm-start.sh`), so that on a small input the mixer starts knowing whom to trust
 //! instead of learning it from the components' starting weights. Counters, maps and network
 //! still start fresh for each stream; only the mixer's weights carry over.
@@ -43,11 +44,11 @@ pub struct WarmStart {
 static STARTS: [WarmStart; 1] = [WarmStart {
     number: 1,
     name: "mixtext1",
-    about: "the stage of levels 1-3 (144 inputs, 5,265 weight sets) over 472 documents of 1-20 KB \
-        (2.5 MB) of the prior's corpus, coded one after another at the default level \
-        (docs/prior.md)",
+    about: "the default stage's mixer (144 inputs, 5,265 weight sets): the average of the weights \
+        after each of 472 documents of 1-20 KB (2.5 MB) of the prior's corpus, coded one after \
+        another at the default level (docs/prior.md)",
     bytes: include_bytes!("../../priors/mixtext1.lmzw"),
-    sha256: "0601cf4d33ec4f17fb175939e77eae97231f0104bc93d109e23ccb5d7d3df232",
+    sha256: "1da2e5041fbe88e18c7be592fe5c058e8cc4480db14737d796f688a7282ea283",
 }];
 
 /// Every warm start this build carries.
