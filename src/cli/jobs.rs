@@ -33,7 +33,7 @@ pub struct Shared {
     fit: bool,
     /// Whether the level's prior is kept only for inputs it suits ([`crate::prior::suits`]).
     choose_prior: bool,
-    /// Likewise the stage's warm start (`mix:warm`).
+    /// Whether the stage's warm start is left out where the x86 transform is on.
     choose_warm: bool,
     /// Whether the x86 transform is chosen by detection ([`crate::transform::x86::detect`]).
     choose_x86: bool,

@@ -186,8 +186,8 @@ impl RecipePlan {
         self.knobs.prior.is_none() && !self.text.as_deref().is_some_and(|t| t.contains("prior="))
     }
 
-    /// Whether the level's warm start of the stage's mixer may be left out for an input that
-    /// does not look like text: unless the recipe text names `warm=`.
+    /// Whether the level's warm start of the stage's mixer is left out where the x86 transform
+    /// is on: unless the recipe text names `warm=`.
     pub fn chooses_warm(&self) -> bool {
         !self.text.as_deref().is_some_and(|t| t.contains("warm="))
     }
