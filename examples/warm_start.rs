@@ -108,6 +108,16 @@ fn main() -> anyhow::Result<()> {
             .zip(&last)
             .for_each(|(w, s)| *w = mean(s));
     }
+    // Selectors whose sets the start leaves at their starting weights (a smaller start).
+    if let Some(list) = kv("drop") {
+        for k in list.split(',') {
+            let k: usize = k.parse()?;
+            let init = weights.shape.init.clone();
+            for set in weights.first[k].chunks_mut(init.len()) {
+                set.copy_from_slice(&init);
+            }
+        }
+    }
     let bytes = weights.to_bytes();
     std::fs::write(out, &bytes)?;
     let sha: String = Sha256::digest(&bytes)

@@ -68,6 +68,7 @@ pub mod levels;
 pub mod mix;
 pub mod model;
 pub mod modelfile;
+pub mod pages;
 pub mod params;
 pub mod pool;
 pub mod predictor;

@@ -110,11 +110,8 @@ impl Stage {
             p: 2048,
         };
         if let Some(start) = warm::by_number(spec.warm) {
-            let weights = start
-                .weights()
-                .map_err(|e| io::Error::other(format!("{e:#}")))?;
-            stage
-                .start_mixer_from(&weights)
+            start
+                .load_into(&mut stage.mixer, &stage.shape)
                 .map_err(|e| io::Error::other(format!("{e:#}")))?;
         }
         stage.start_byte();

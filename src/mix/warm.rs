@@ -69,8 +69,6 @@ pub fn numbers() -> String {
 
 const MAGIC: &[u8; 4] = b"LMZW";
 const FORMAT: u8 = 1;
-/// Sets of the last layer (one per bit position).
-const LAST_SETS: usize = 8;
 
 /// A mixer's shape: per input its starting weight, per selector its number of sets.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -157,32 +155,39 @@ impl MixerWeights {
 
     /// Reads the stored form; an error for bytes that are not one.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let mut r = Reader(bytes);
-        let shape = read_shape(&mut r)?;
-        let Shape { init, sets } = &shape;
-        let (inputs, selectors) = (init.len(), sets.len());
-        let last = (0..LAST_SETS * selectors)
-            .map(|_| Ok(i32::from_le_bytes(r.array()?)))
-            .collect::<Result<Vec<_>>>()?;
-        let mut first = Vec::with_capacity(selectors);
-        for &n in sets {
-            let bitmap = r.take(n.div_ceil(8))?.to_vec();
-            let mut weights = Vec::with_capacity(n * inputs);
-            for s in 0..n {
-                match bitmap[s / 8] >> (s % 8) & 1 {
-                    0 => weights.extend_from_slice(init),
-                    _ => {
-                        for _ in 0..inputs {
-                            weights.push((i16::from_le_bytes(r.array()?) as i32) << 8);
-                        }
-                    }
+        let shape = shape_of(bytes)?;
+        let mut mixer = Mixer2::new(shape.init.len(), &shape.sets, 0, &shape.init);
+        load(bytes, &mut mixer, &shape)?;
+        Ok(MixerWeights::of(&mixer, &shape))
+    }
+}
+
+/// Sets the weights of `mixer`, of shape `ours`, from the stored form `bytes`, read straight
+/// into the mixer's sets (no copy of the 3 MB of weights beside them): each stored set's first
+/// inputs; the sets the form leaves out, and any further inputs, keep what the mixer has (its
+/// starting weights). An error, before any weight is set, when the shapes do not fit
+/// ([`check_shape`]); one while reading leaves the mixer partly set.
+fn load(bytes: &[u8], mixer: &mut Mixer2, ours: &Shape) -> Result<()> {
+    let mut r = Reader(bytes);
+    let theirs = read_shape(&mut r)?;
+    check_shape(&theirs, ours)?;
+    let inputs = theirs.init.len();
+    for w in mixer.last_mut().weights_mut() {
+        *w = i32::from_le_bytes(r.array()?);
+    }
+    for (m, &n) in mixer.first_mut().iter_mut().zip(&theirs.sets) {
+        let bitmap = r.take(n.div_ceil(8))?;
+        let stride = m.weights().len() / n;
+        for (s, set) in m.weights_mut().chunks_mut(stride).enumerate() {
+            if bitmap[s / 8] >> (s % 8) & 1 == 1 {
+                for w in &mut set[..inputs] {
+                    *w = (i16::from_le_bytes(r.array()?) as i32) << 8;
                 }
             }
-            first.push(weights);
         }
-        ensure!(r.0.is_empty(), "{} bytes after the warm start", r.0.len());
-        Ok(MixerWeights { shape, first, last })
     }
+    ensure!(r.0.is_empty(), "{} bytes after the warm start", r.0.len());
+    Ok(())
 }
 
 /// The bytes of a stored form, read front to back.
@@ -242,6 +247,12 @@ impl WarmStart {
 
     /// The start's weights, checked against the pinned hash.
     pub fn weights(&self) -> Result<MixerWeights> {
+        self.check_sha256()?;
+        MixerWeights::from_bytes(self.bytes)
+            .with_context(|| format!("built-in warm start {}", self.name))
+    }
+
+    fn check_sha256(&self) -> Result<()> {
         let actual = self.actual_sha256();
         if actual != self.sha256 {
             bail!(
@@ -250,8 +261,17 @@ impl WarmStart {
                 self.sha256
             );
         }
-        MixerWeights::from_bytes(self.bytes)
-            .with_context(|| format!("built-in warm start {}", self.name))
+        Ok(())
+    }
+
+    /// Sets `mixer`'s weights (of a stage whose mixer has shape `ours`) from this start,
+    /// checked against the pinned hash and the shape first.
+    pub fn load_into(&self, mixer: &mut Mixer2, ours: &Shape) -> Result<()> {
+        self.check_sha256()?;
+        let loaded = load(self.bytes, mixer, ours)
+            .with_context(|| format!("built-in warm start {}", self.name));
+        crate::pages::release(self.bytes);
+        loaded
     }
 
     /// Whether a stage that declares `declared` can start from this: the start's inputs first,

@@ -118,7 +118,9 @@ impl Prior {
             );
         }
         let file = ModelFile::from_bytes(self.bytes)
-            .with_context(|| format!("built-in prior {}", self.name))?;
+            .with_context(|| format!("built-in prior {}", self.name));
+        crate::pages::release(self.bytes);
+        let file = file?;
         // The widening is exact by construction; checking its result too guards every build
         // against a changed conversion.
         let expanded = expanded_sha256(&file);
