@@ -86,21 +86,30 @@ macro_rules! train_fast_ends {
 /// hashed embeddings of 2^14 rows: the last two bytes, the last three, the word so far;
 /// src/model/context.rs): with the stage, 0.61% fewer bytes over five files of four kinds at
 /// the default and 0.79% at level 1, every file smaller, for about 7% more time
-/// (docs/experiments.md, 2026-12-03, "Context inputs").
+/// (docs/experiments.md, 2026-12-03, "Context inputs"). Every level starts its mixer from the
+/// built-in warm start `mixtext1` (`mix:warm=1`, src/mix/warm.rs): 1.4–1.6% fewer bytes over
+/// the sixteen corpus files under 100 KB at levels 1–4 of Mamba-1 and level 3 of RWKV-7, for no
+/// measurable time (docs/experiments.md, "The stage's warm start").
 pub const LEVELS: [Level; MAX_LEVEL as usize] = [
     Level {
         mamba1: concat!(
             "cfg:hidden=32,layers=1,state=8,conv=8,ctx=14,prior=3 mix:table=18,warm=1 ",
             train!("0.002")
         ),
-        rwkv7: concat!("cfg:hidden=64,layers=1 mix:table=18 ", train!("0.002")),
+        rwkv7: concat!(
+            "cfg:hidden=64,layers=1 mix:table=18,warm=1 ",
+            train!("0.002")
+        ),
     },
     Level {
         mamba1: concat!(
             "cfg:hidden=32,layers=1,state=8,conv=8,ctx=14,prior=3 mix:table=20,warm=1 ",
             train!("0.002")
         ),
-        rwkv7: concat!("cfg:hidden=64,layers=1 mix:table=20 ", train!("0.002")),
+        rwkv7: concat!(
+            "cfg:hidden=64,layers=1 mix:table=20,warm=1 ",
+            train!("0.002")
+        ),
     },
     // The default: the fastest network that, with the full stage, stays within about 1% of the
     // larger levels' ratio on book1 and enwik6. It starts from the built-in prior `text2`
@@ -111,49 +120,49 @@ pub const LEVELS: [Level; MAX_LEVEL as usize] = [
             "cfg:hidden=64,layers=1,state=8,conv=8,ctx=14,prior=2 mix:warm=1 ",
             train!("0.002")
         ),
-        rwkv7: concat!("cfg:hidden=64,layers=1 mix: ", train!("0.002")),
+        rwkv7: concat!("cfg:hidden=64,layers=1 mix:warm=1 ", train!("0.002")),
     },
     Level {
         mamba1: concat!(
-            "cfg:hidden=96,layers=2,state=8,conv=8,ctx=14 mix: ",
+            "cfg:hidden=96,layers=2,state=8,conv=8,ctx=14 mix:warm=1 ",
             train!("0.0014")
         ),
-        rwkv7: concat!("cfg:hidden=128,layers=1 mix: ", train!("0.0014")),
+        rwkv7: concat!("cfg:hidden=128,layers=1 mix:warm=1 ", train!("0.0014")),
     },
     Level {
         mamba1: concat!(
-            "cfg:hidden=128,layers=2,conv=8,ctx=14 mix: ",
+            "cfg:hidden=128,layers=2,conv=8,ctx=14 mix:warm=1 ",
             train_fast_ends!()
         ),
-        rwkv7: concat!("cfg:hidden=128,layers=2 mix: ", train!("0.001")),
+        rwkv7: concat!("cfg:hidden=128,layers=2 mix:warm=1 ", train!("0.001")),
     },
     Level {
         mamba1: concat!(
-            "cfg:hidden=128,layers=3,conv=8,ctx=14 mix: ",
+            "cfg:hidden=128,layers=3,conv=8,ctx=14 mix:warm=1 ",
             train_fast_ends!()
         ),
-        rwkv7: concat!("cfg:hidden=128,layers=3 mix: ", train!("0.001")),
+        rwkv7: concat!("cfg:hidden=128,layers=3 mix:warm=1 ", train!("0.001")),
     },
     Level {
         mamba1: concat!(
-            "cfg:hidden=128,layers=4,conv=8,ctx=14 mix: ",
+            "cfg:hidden=128,layers=4,conv=8,ctx=14 mix:warm=1 ",
             train_fast_ends!()
         ),
-        rwkv7: concat!("cfg:hidden=128,layers=4 mix: ", train!("0.001")),
+        rwkv7: concat!("cfg:hidden=128,layers=4 mix:warm=1 ", train!("0.001")),
     },
     Level {
         mamba1: concat!(
-            "cfg:hidden=128,layers=6,conv=8,ctx=14 mix: ",
+            "cfg:hidden=128,layers=6,conv=8,ctx=14 mix:warm=1 ",
             train_fast_ends!()
         ),
-        rwkv7: concat!("cfg:hidden=128,layers=6 mix: ", train!("0.001")),
+        rwkv7: concat!("cfg:hidden=128,layers=6 mix:warm=1 ", train!("0.001")),
     },
     Level {
         mamba1: concat!(
-            "cfg:hidden=192,layers=4,conv=8,ctx=14 mix: ",
+            "cfg:hidden=192,layers=4,conv=8,ctx=14 mix:warm=1 ",
             train_fast_ends!()
         ),
-        rwkv7: concat!("cfg:hidden=192,layers=4 mix: ", train!("0.001")),
+        rwkv7: concat!("cfg:hidden=192,layers=4 mix:warm=1 ", train!("0.001")),
     },
 ];
 
@@ -296,13 +305,12 @@ mod tests {
                 ..TrainSpec::defaults(kind)
             };
             assert_eq!(r.actions().collect::<Vec<_>>(), vec![&Action::Train(spec)]);
-            // Every level mixes; the fastest with smaller tables. Mamba-1's mixer starts from
-            // the built-in warm start.
-            let warm = (kind == ModelKind::Mamba1) as u32;
+            // Every level mixes; the fastest with smaller tables. The mixer starts from the
+            // built-in warm start.
             assert_eq!(
                 r.mix,
                 Some(crate::mix::MixSpec {
-                    warm,
+                    warm: 1,
                     ..crate::mix::MixSpec::DEFAULT
                 })
             );

@@ -459,7 +459,7 @@ fn a_header_naming_an_unknown_or_misfitting_warm_start_is_refused_before_allocat
     assert!(text.contains(",warm=1 "), "{text}");
     for (edit, needle) in [
         ("warm=7", "does not carry"),
-        ("orders=5", "warm start is for"),
+        ("orders=5,warm=1", "warm start is for"),
     ] {
         let lying = match edit {
             "warm=7" => text.replace(",warm=1 ", ",warm=7 "),

@@ -1,4 +1,4 @@
-//! The stage's warm start (`mix:warm`, src/mix/warm.rs): levels 1–3 start their mixer from the
+//! The stage's warm start (`mix:warm`, src/mix/warm.rs): every level starts its mixer from the
 //! built-in weights, the CLI leaves them out where the x86 transform is on (the header records
 //! it), a recipe that names the key keeps what it says, files round-trip either way, and the
 //! start pays on small text.
@@ -24,15 +24,40 @@ fn warm_of(lmz: &[u8]) -> u32 {
 }
 
 #[test]
-fn levels_one_to_three_of_mamba1_start_warm_and_the_others_do_not() {
-    for level in 1..=levels::MAX_LEVEL {
-        let mamba = levels::recipe(ModelKind::Mamba1, level).mix.unwrap().warm;
-        assert_eq!(mamba, (level <= 3) as u32, "mamba1 level {level}");
-        let rwkv = levels::recipe(ModelKind::Rwkv7, level).mix.unwrap().warm;
-        assert_eq!(rwkv, 0, "rwkv7 level {level}");
-        // Files of numerics 6 and older mean the levels without it.
-        let older = levels::recipe_of(6, ModelKind::Mamba1, level);
-        assert_eq!(older.mix.unwrap().warm, 0, "numerics 6 level {level}");
+fn every_level_starts_warm_but_those_of_numerics_6() {
+    for kind in ModelKind::ALL {
+        for level in 1..=levels::MAX_LEVEL {
+            let warm = levels::recipe(kind, level).mix.unwrap().warm;
+            assert_eq!(warm, 1, "{kind:?} level {level}");
+            // Files of numerics 6 and older mean the levels without it.
+            let older = levels::recipe_of(6, kind, level);
+            assert_eq!(
+                older.mix.unwrap().warm,
+                0,
+                "numerics 6 {kind:?} level {level}"
+            );
+        }
+    }
+}
+
+/// A level's start comes with its stage: an edit to the stage's components that changes its
+/// mixer starts cold, unless it names the start, which must then fit.
+#[test]
+fn an_edited_stage_starts_cold_unless_the_edit_names_the_start() {
+    let level = levels::default_recipe(ModelKind::Mamba1);
+    for edit in ["mix:orders=4", "mix:ext=0", "mix:select=0"] {
+        let edited = level.edit(edit, None).unwrap();
+        assert_eq!(edited.mix.unwrap().warm, 0, "{edit}");
+        let err = level.edit(&format!("{edit},warm=1"), None).unwrap_err();
+        assert!(format!("{err:#}").contains("warm start is for"), "{err:#}");
+    }
+    // Sizes leave the mixer as it is.
+    for edit in ["mix:table=16", "mix:cap=18", "mix:match=18", "mix:x86=1"] {
+        assert_eq!(
+            level.edit(edit, None).unwrap().mix.unwrap().warm,
+            1,
+            "{edit}"
+        );
     }
 }
 
@@ -106,7 +131,7 @@ fn the_start_codes_small_text_in_fewer_bytes() {
 fn the_library_and_the_stage_refuse_what_does_not_fit() {
     let level = levels::default_recipe(ModelKind::Mamba1);
     // A stage with other components has a mixer of another shape.
-    let err = level.edit("mix:ext=0", None).unwrap_err();
+    let err = level.edit("mix:ext=0,warm=1", None).unwrap_err();
     assert!(format!("{err:#}").contains("warm start is for"), "{err:#}");
     let err = level.edit("mix:warm=9", None).unwrap_err();
     assert!(format!("{err:#}").contains("does not carry"), "{err:#}");

@@ -44,7 +44,7 @@ pub struct WarmStart {
 static STARTS: [WarmStart; 1] = [WarmStart {
     number: 1,
     name: "mixtext1",
-    about: "the default stage's mixer (144 inputs, 5,265 weight sets): the average of the weights \
+    about: "every level's stage's mixer (144 inputs, 5,265 weight sets): the average of the weights \
         after each of 472 documents of 1-20 KB (2.5 MB) of the prior's corpus, coded one after \
         another at the default level (docs/prior.md)",
     bytes: include_bytes!("../../priors/mixtext1.lmzw"),
@@ -281,6 +281,16 @@ impl WarmStart {
             shape_of(self.bytes).with_context(|| format!("built-in warm start {}", self.name))?;
         check_shape(&shape, &Shape::of(declared))
             .map_err(|e| anyhow::anyhow!("mix warm {}: {e}", self.number))
+    }
+}
+
+/// `spec` without its warm start when the start does not fit its stage (a level's stage with
+/// other components): as a level's prior is left out of a network of other sizes.
+pub fn keep_if_it_fits(spec: &mut super::MixSpec) {
+    if let Some(start) = by_number(spec.warm)
+        && start.check_shape(&spec.declare()).is_err()
+    {
+        spec.warm = 0;
     }
 }
 

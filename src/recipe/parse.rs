@@ -420,6 +420,11 @@ impl<'a> Parser<'a> {
             (key.check)(v).map_err(|m| self.error(vloc, m))?;
             (key.set)(&mut spec, v);
         }
+        // A level's warm start comes with its stage: an edit to other components starts the
+        // mixer cold, unless it names the start itself.
+        if !keys.iter().any(|(key, ..)| key.name == "warm") {
+            mix::warm::keep_if_it_fits(&mut spec);
+        }
         spec.validate()
             .map_err(|e| self.error(loc, e.to_string()))?;
         Ok(spec)
