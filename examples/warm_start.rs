@@ -1,6 +1,6 @@
 //! Learns a warm start for the stage's mixer (src/mix/warm.rs) from a corpus of documents:
 //! `cargo run --release --example warm_start -- CORPUS OUT [bytes=2500000] [level=3] [min=1000]
-//! [max=20000] [all=0] [avg=N]`, where CORPUS is the prior's training file (documents separated
+//! [max=20000] [all=0] [avg=N] [young=0]`, where CORPUS is the prior's training file (documents separated
 //! by NUL bytes, docs/prior.md); `scripts/warm-start.sh` runs it.
 //!
 //! The documents of `min` to `max` bytes that look like text ([`lmzip::prior::suits`]; with
@@ -9,7 +9,9 @@
 //! starting from the level's prior), its mixer starting from the weights the one before ended
 //! with. The start is the average of the weights each of the last `avg` documents ended with
 //! (by default all of them; `avg=0`, the last document's). OUT gets it in the stored form, and
-//! the SHA-256 to pin is printed. The same corpus gives the same bytes.
+//! the SHA-256 to pin is printed. The same corpus gives the same bytes. The mixer learns as
+//! numerics 7's did, without young weight sets (`mix:young=0`), as `mixtext1` was learned;
+//! `young=1` learns with them.
 
 use sha2::{Digest, Sha256};
 
@@ -26,7 +28,8 @@ fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [corpus, out, rest @ ..] = &args[..] else {
         anyhow::bail!(
-            "usage: warm_start CORPUS OUT [bytes=N] [level=N] [min=N] [max=N] [all=1] [avg=N]"
+            "usage: warm_start CORPUS OUT [bytes=N] [level=N] [min=N] [max=N] [all=1] [avg=N] \
+             [young=1]"
         );
     };
     let kv = |key: &str| {
@@ -40,6 +43,7 @@ fn main() -> anyhow::Result<()> {
     // The start is the average of the weights the last `avg` documents ended with (0: the last
     // ones; by default every document's).
     let avg: Option<usize> = kv("avg").map(|v| v.parse()).transpose()?;
+    let young = kv("young").is_some_and(|v| v == "1") as u8;
     let level: u8 = kv("level").map_or(Ok(lmzip::levels::DEFAULT_LEVEL), |v| v.parse())?;
     let corpus = std::fs::read(corpus)?;
 
@@ -57,7 +61,8 @@ fn main() -> anyhow::Result<()> {
     });
 
     // The level's recipe without a warm start: the weights are carried by hand.
-    let level_recipe = lmzip::levels::recipe(ModelKind::Mamba1, level).edit("mix:warm=0", None)?;
+    let level_recipe = lmzip::levels::recipe(ModelKind::Mamba1, level)
+        .edit(&format!("mix:warm=0,young={young}"), None)?;
     let avg = avg.unwrap_or(docs.len());
     let mut weights: Option<lmzip::mix::warm::MixerWeights> = None;
     let mut sums: Option<(Vec<Vec<i64>>, Vec<i64>)> = None;

@@ -164,7 +164,10 @@ mod tests {
             "{}",
             mix.bytes()
         );
-        assert!(small.to_text().contains(",cap=17,warm=1 "), "{small}");
+        assert!(
+            small.to_text().contains(",cap=17,warm=1,young=1 "),
+            "{small}"
+        );
         // Where the cap changes no size, the recipe stays the level's; an empty input too.
         assert_eq!(fitted(&level, 1 << 40), level);
         assert_eq!(fitted(&level, 0), level);

@@ -182,10 +182,15 @@ pub fn recipe(kind: ModelKind, level: u8) -> Recipe {
 /// and 2048); up to version 3 no Mamba-1 level had context inputs (`ctx`); up to version 4 no
 /// level started from a built-in prior; up to version 5 no level had the stage's text contexts
 /// (`ext` 4096), and the default level started from `text1` (from version 6, `text2`); up to
-/// version 6 no level started its mixer from a warm start (`mix:warm`); the rest of the table
-/// is the same.
+/// version 6 no level started its mixer from a warm start (`mix:warm`); up to version 7 no
+/// level's mixer had young weight sets (`mix:young`); the rest of the table is the same.
 pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
     let mut recipe = table_recipe(kind, level);
+    if numerics <= 7
+        && let Some(mix) = recipe.mix.as_mut()
+    {
+        mix.young = false;
+    }
     if numerics <= 6
         && let Some(mix) = recipe.mix.as_mut()
     {

@@ -391,7 +391,7 @@ fn a_header_with_a_huge_or_tiny_fit_is_refused_before_allocating() {
         }
     }
     let both = text.replace(",table=22,", ",table=22,fit=18,");
-    let both = both.replace(",ext=8191,warm=1 ", ",ext=8191,cap=18,warm=1 ");
+    let both = both.replace(",ext=8191,warm=1,", ",ext=8191,cap=18,warm=1,");
     assert!(both.contains("cap=18"), "{both}");
     let mut f = Vec::new();
     format::write_header(&mut f, &StoredRecipe::Text(both)).unwrap();
@@ -456,13 +456,13 @@ fn a_header_naming_an_unknown_or_misfitting_warm_start_is_refused_before_allocat
     let _alone = alone();
     let level = lmzip::levels::default_recipe(ModelKind::Mamba1);
     let text = level.to_text();
-    assert!(text.contains(",warm=1 "), "{text}");
+    assert!(text.contains(",warm=1,"), "{text}");
     for (edit, needle) in [
         ("warm=7", "does not carry"),
         ("orders=5,warm=1", "warm start is for"),
     ] {
         let lying = match edit {
-            "warm=7" => text.replace(",warm=1 ", ",warm=7 "),
+            "warm=7" => text.replace(",warm=1,", ",warm=7,"),
             _ => text.replace("mix:orders=6,", "mix:orders=5,"),
         };
         assert_ne!(lying, text);

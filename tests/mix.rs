@@ -56,6 +56,7 @@ fn every_configuration_of_the_stage_round_trips() {
         "mix:orders=2,word=0,sparse=0,match=12,sse=1,table=12,ext=1536",
         "mix:orders=2,word=1,sparse=0,match=12,sse=1,table=12,ext=4096",
         "mix:orders=6,word=1,sparse=1,match=16,sse=1,table=16,rate=3,ext=8191",
+        "mix:orders=6,word=1,sparse=1,match=16,sse=1,table=16,rate=3,ext=8191,young=0",
     ] {
         let recipe = base.edit(mix, None).unwrap();
         assert_round_trip(&recipe, mix, &data);
@@ -70,7 +71,7 @@ fn every_configuration_of_the_stage_round_trips() {
 fn the_header_stores_the_stage_and_the_decoder_runs_it() {
     let recipe = tiny(ModelKind::Rwkv7, Some(OptimizerKind::Sgd), 1)
         .edit(
-            "mix:orders=4,rate=7,table=14,match=14,conf=0,pword=0,select=0,record=0,ext=0",
+            "mix:orders=4,rate=7,table=14,match=14,conf=0,pword=0,select=0,record=0,ext=0,young=0",
             None,
         )
         .unwrap();
@@ -93,7 +94,7 @@ fn the_header_stores_the_stage_and_the_decoder_runs_it() {
             .edit("mix:", None)
             .unwrap()
             .to_text()
-            .contains(",rate=3,conf=1,pword=1,select=1,record=2,ext=8191 0..:")
+            .contains(",rate=3,conf=1,pword=1,select=1,record=2,ext=8191,young=1 0..:")
     );
     let later_text = later.to_text();
     assert!(
@@ -140,7 +141,7 @@ fn stored_recipes_without_the_later_keys_read_as_before() {
     // As a file written then stores it: without the later keys.
     let stored = recipe
         .to_text()
-        .replace(",conf=1,pword=1,select=1,record=2,ext=8191", "");
+        .replace(",conf=1,pword=1,select=1,record=2,ext=8191,young=1", "");
     assert!(stored.contains(" mix:orders=4,word=1,sparse=0,match=14,sse=1,table=14,rate=7 0..:"));
     let back = lmzip::recipe::Recipe::parse(&stored).unwrap();
     let mix = back.mix.unwrap();
@@ -157,8 +158,8 @@ fn stored_recipes_without_the_later_keys_read_as_before() {
         (false, false, false, false)
     );
     assert_eq!(
-        (mix.recent, mix.sparse2, mix.nest, mix.text),
-        (false, false, false, false)
+        (mix.recent, mix.sparse2, mix.nest, mix.text, mix.young),
+        (false, false, false, false, false)
     );
     let without_rate = stored.replace(",rate=7", "");
     let err = lmzip::recipe::Recipe::parse(&without_rate).unwrap_err();
@@ -170,10 +171,15 @@ fn stored_recipes_without_the_later_keys_read_as_before() {
 fn a_header_with_absurd_values_of_the_later_keys_is_refused() {
     let recipe = with_mix(&tiny(ModelKind::Mamba1, None, 1));
     let packed = compress_bytes(&recipe, &text(300)).unwrap();
-    for bad in ["ext=8192", "ext=9000"] {
-        let text = recipe.to_text().replace("ext=8191", bad);
+    for (good, bad, needle) in [
+        ("ext=8191", "ext=8192", "out of range"),
+        ("ext=8191", "ext=9000", "out of range"),
+        ("young=1", "young=2", "mix young is 0 or 1"),
+    ] {
+        let text = recipe.to_text().replace(good, bad);
+        assert_ne!(text, recipe.to_text());
         let err = lmzip::recipe::Recipe::parse(&text).unwrap_err().to_string();
-        assert!(err.contains("out of range"), "{bad}: {err}");
+        assert!(err.contains(needle), "{bad}: {err}");
         // The same in a file's header, whole or as a level's edits: the decoder refuses it
         // before running anything.
         let header_len = format::read_header(&mut &packed[..]).unwrap().len as usize;
@@ -188,7 +194,7 @@ fn a_header_with_absurd_values_of_the_later_keys_is_refused() {
             format::write_header(&mut file, &stored).unwrap();
             file.extend_from_slice(&packed[header_len..]);
             let err = format!("{:#}", lmzip::codec::decompress_bytes(&file).unwrap_err());
-            assert!(err.contains("out of range"), "{bad}: {err}");
+            assert!(err.contains(needle), "{bad}: {err}");
         }
     }
 }

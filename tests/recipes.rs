@@ -261,7 +261,8 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
         (0u32..1 << 24, 1u32..1 << 24).prop_map(|(from, len)| (true, from, from + len)),
         (1u32..1 << 24).prop_map(|from| (true, from, 0)),
     ];
-    let third = (0u32..=8191, sized, x86);
+    // `ext` and, as its bit 8192, the key `young`.
+    let third = (0u32..=16383, sized, x86);
     proptest::option::of((first, later, third).prop_map(
         |(
             (orders, word, sparse, matcher, sse, table, rate),
@@ -301,6 +302,7 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
                 // A warm start fits one shape of stage, which random stages seldom have: the
                 // levels' recipes print and parse it (tests/warm.rs, golden files).
                 warm: 0,
+                young: ext & 8192 != 0,
             }
         },
     ))

@@ -8,7 +8,8 @@
 //!   also refined by a map learned from its count and whether its history was deterministic;
 //! - [`matcher`]: the longest recent match of the last bytes and the byte that followed it;
 //! - [`mixer`]: a two-layer logistic mixer with weight sets chosen by small contexts (with
-//!   `ext` 4, a rate that starts higher and decays);
+//!   `ext` 4, a rate that starts higher and decays; with `young`, each set's rate decays with
+//!   its own updates);
 //! - [`record`]: the record lengths of tables and binaries, and contexts by the bytes above;
 //! - [`sse`]: adaptive probability maps ([`apm`]) on the mixed probability (two, or four with
 //!   `ext` 1);
@@ -102,7 +103,11 @@ impl Stage {
                     spec.rate as i32,
                     &declared.init,
                 );
-                if spec.decay { m.with_decay() } else { m }
+                match (spec.young, spec.decay) {
+                    (true, _) => m.with_young_sets(),
+                    (false, true) => m.with_decay(),
+                    (false, false) => m,
+                }
             },
             shape: warm::Shape::of(&declared),
             sse: spec.sse.then(|| Sse::new(spec)),

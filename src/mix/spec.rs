@@ -100,6 +100,10 @@ pub struct MixSpec {
     /// For a stage whose mixer has the shape the start was learned for; lmzip leaves it out
     /// for inputs that do not look like text, as the network's prior.
     pub warm: u32,
+    /// Each weight set of the mixer learns faster while it is young: its rate starts eight
+    /// times `rate` and decays with its own updates (src/mix/mixer.rs), in place of the
+    /// global decay of `ext` 4. In the levels from numerics 8.
+    pub young: bool,
 }
 
 /// What `cap` sizes apart ([`MixSpec::part_bits`]): each family of tables, map or window
@@ -193,7 +197,7 @@ pub struct MixKey {
 }
 
 /// The keys of `mix:` in canonical order.
-pub static KEYS: [MixKey; 18] = [
+pub static KEYS: [MixKey; 19] = [
     MixKey {
         name: "orders",
         get: |m| m.orders,
@@ -408,6 +412,13 @@ pub static KEYS: [MixKey; 18] = [
         },
         implicit: Some(0),
     },
+    MixKey {
+        name: "young",
+        get: |m| m.young as u32,
+        set: |m, v| m.young = v != 0,
+        check: |v| flag(v, "young"),
+        implicit: Some(0),
+    },
 ];
 
 /// The key named `name`.
@@ -492,6 +503,8 @@ impl MixSpec {
         x86_to: 0,
         // The default level (src/levels.rs) names its start.
         warm: 0,
+        // In the levels from numerics 8 (files of 7 and older read without it).
+        young: true,
     };
 
     /// `self` with every key that has an implicit value ([`MixKey::implicit`]) set to it: the
@@ -599,7 +612,7 @@ impl MixSpec {
         } else {
             0
         };
-        d.bytes + sse + Mixer2::bytes(d.init.len(), &d.sets)
+        d.bytes + sse + Mixer2::bytes(d.init.len(), &d.sets, self.young)
     }
 }
 
