@@ -89,7 +89,10 @@ macro_rules! train_fast_ends {
 /// (docs/experiments.md, 2026-12-03, "Context inputs"). Every level starts its mixer from the
 /// built-in warm start `mixtext1` (`mix:warm=1`, src/mix/warm.rs): 1.4–1.6% fewer bytes over
 /// the sixteen corpus files under 100 KB at levels 1–4 of Mamba-1 and level 3 of RWKV-7, for no
-/// measurable time (docs/experiments.md, "The stage's warm start").
+/// measurable time (docs/experiments.md, "The stage's warm start"). Every level's mixer has
+/// young weight sets (`mix:young=1`, from `MixSpec::DEFAULT`): 0.4–0.5% fewer bytes over those
+/// files, 0.2% over larger inputs of many kinds, for about 3% of the time (docs/experiments.md,
+/// "Young weight sets").
 pub const LEVELS: [Level; MAX_LEVEL as usize] = [
     Level {
         mamba1: concat!(
