@@ -100,6 +100,11 @@ pub struct Options<'a> {
     /// Compression: keep the recipe's built-in prior only if the input's first bytes suit it
     /// ([`crate::prior::suits`]); the header records the choice. Off, the recipe is as given.
     pub choose_prior: bool,
+    /// Compression, with `choose_prior`: the recipe for an input the prior does not suit (the
+    /// level's seeded network, [`crate::levels::seeded_recipe`]), made for the input as the
+    /// recipe given to [`compress`] was (positions resolved, stage sized: callers that size
+    /// one size both). Without it, the recipe without its prior.
+    pub seeded: Option<&'a Recipe>,
     /// Compression: leave the stage's warm start (`mix:warm`, [`crate::mix::warm`]) out when
     /// the x86 transform is on (chosen or in the recipe); the header records the choice. Off,
     /// the recipe is as given.
@@ -480,7 +485,10 @@ pub fn compress(
             .context("cannot read input")?;
     }
     if choose_prior && !crate::prior::suits(&sample[..sample.len().min(crate::prior::SAMPLE)]) {
-        recipe = Cow::Owned(crate::prior::without(&recipe));
+        recipe = Cow::Owned(match options.seeded {
+            Some(seeded) => seeded.clone(),
+            None => crate::prior::without(&recipe),
+        });
     }
     if choose_x86 {
         use crate::transform::x86::{Region, SAMPLE, detect};

@@ -27,17 +27,16 @@ fn model_of(code: u8) -> Option<ModelKind> {
 /// Bytes a level form spends beyond its text: model, level and the recipe's CRC32.
 const LEVEL_FORM_EXTRA: usize = 6;
 
-/// The form in which a header stores `recipe` (resolved to bytes): the level whose edits are
-/// shortest (the lowest such level), or the whole text when that is no longer.
+/// The form in which a header stores `recipe` (resolved to bytes): the level, or a level's
+/// seeded recipe ([`levels::stored_bases`]), whose edits are shortest (the lowest such
+/// number), or the whole text when that is no longer.
 pub fn store(recipe: &Recipe) -> StoredRecipe {
     let text = recipe.to_text();
     let kind = recipe.kind();
-    let best = (1..=MAX_LEVEL)
-        .filter_map(|level| {
-            let edits = recipe.edits_from(&levels::recipe(kind, level))?;
-            Some((level, edits))
-        })
-        .min_by_key(|(level, edits)| (edits.len(), *level));
+    let best = levels::stored_bases(kind)
+        .into_iter()
+        .filter_map(|(number, base)| Some((number, recipe.edits_from(&base)?)))
+        .min_by_key(|(number, edits)| (edits.len(), *number));
     match best {
         Some((level, edits)) if edits.len() + LEVEL_FORM_EXTRA < text.len() => {
             StoredRecipe::Level {
@@ -83,21 +82,25 @@ pub fn expand(stored: &StoredRecipe, numerics: u8) -> Result<Recipe, FormatError
         } => {
             let kind =
                 model_of(*model).ok_or_else(|| bad(format!("unknown model number {model}")))?;
-            if !(1..=MAX_LEVEL).contains(level) {
+            let Some(base) = levels::stored_base(numerics, kind, *level) else {
                 return Err(bad(format!(
-                    "level {level} is not one of this build's (1 to {MAX_LEVEL})"
+                    "level {level} is not one of this build's (1 to {MAX_LEVEL}, or from \
+                     numerics version 9 a level's seeded network, {} to {})",
+                    levels::SEEDED_BASE + 1,
+                    levels::SEEDED_BASE + MAX_LEVEL
                 )));
-            }
-            let recipe = levels::recipe_of(numerics, kind, *level)
+            };
+            let named = levels::describe_base(*level);
+            let recipe = base
                 .edit_from_level(edits, None)
-                .map_err(|e| bad(format!("the edits of level {level}: {e}")))?;
+                .map_err(|e| bad(format!("the edits of {named}: {e}")))?;
             crate::prior::check(recipe.config()).map_err(|e| bad(format!("{e:#}")))?;
             let actual = recipe_crc(&recipe);
             if actual != *crc {
                 return Err(bad(format!(
-                    "level {level} of {} with the stored edits is not the recipe the file was \
+                    "{named} of {} with the stored edits is not the recipe the file was \
                      written with (its CRC32 is {actual:08x}, not {crc:08x}): this build's \
-                     level {level} means another recipe",
+                     {named} means another recipe",
                     kind.name()
                 )));
             }
@@ -116,8 +119,12 @@ pub fn expand(stored: &StoredRecipe, numerics: u8) -> Result<Recipe, FormatError
 pub fn describe(stored: &StoredRecipe) -> String {
     match stored {
         StoredRecipe::Text(_) => "full recipe text".into(),
-        StoredRecipe::Level { level, edits, .. } if edits.is_empty() => format!("level {level}"),
-        StoredRecipe::Level { level, edits, .. } => format!("level {level} with {edits}"),
+        StoredRecipe::Level { level, edits, .. } if edits.is_empty() => {
+            levels::describe_base(*level)
+        }
+        StoredRecipe::Level { level, edits, .. } => {
+            format!("{} with {edits}", levels::describe_base(*level))
+        }
     }
 }
 
@@ -163,16 +170,36 @@ mod tests {
                 else {
                     panic!("{kind:?} level {level}: stored as {stored:?}");
                 };
-                // Levels 1 and 2 differ only in the table; each is found as itself.
-                assert_eq!((*l, edits.as_str()), (level, ""), "{kind:?}");
+                // Levels 1 and 2 differ only in the table; each is found as itself. Levels 4–9
+                // of Mamba-1 have one recipe for the inputs their prior suits: the lowest.
+                let number = match kind {
+                    ModelKind::Mamba1 => level.min(4),
+                    ModelKind::Rwkv7 => level,
+                };
+                assert_eq!((*l, edits.as_str()), (number, ""), "{kind:?} {level}");
                 assert_eq!(expand(&stored, NUMERICS_VERSION).unwrap(), recipe);
+                // And each level's seeded network as its own number.
+                let seeded = levels::seeded_recipe(kind, level);
+                let stored = store(&seeded);
+                let StoredRecipe::Level {
+                    level: l, edits, ..
+                } = &stored
+                else {
+                    panic!("{kind:?} level {level} seeded: stored as {stored:?}");
+                };
+                let number = match kind {
+                    ModelKind::Mamba1 => levels::SEEDED_BASE + level,
+                    ModelKind::Rwkv7 => level,
+                };
+                assert_eq!((*l, edits.as_str()), (number, ""), "{kind:?} {level}");
+                assert_eq!(expand(&stored, NUMERICS_VERSION).unwrap(), seeded);
             }
         }
     }
 
     #[test]
     fn edited_levels_store_only_their_edits() {
-        let base = levels::recipe(ModelKind::Mamba1, 5);
+        let base = levels::seeded_recipe(ModelKind::Mamba1, 5);
         for (edit, expect) in [
             ("0..:train(lr=0.001)", "0..:train(lr=0.001)"),
             ("cfg:seed=7 mix:table=20", "cfg:seed=7 mix:table=20"),
@@ -188,7 +215,7 @@ mod tests {
             let StoredRecipe::Level { level, edits, .. } = &stored else {
                 panic!("{edit}: stored as {stored:?}");
             };
-            assert_eq!(*level, 5, "{edit}");
+            assert_eq!(*level, levels::SEEDED_BASE + 5, "{edit}");
             assert_eq!(edits, expect, "{edit}");
             assert_eq!(expand(&stored, NUMERICS_VERSION).unwrap(), recipe, "{edit}");
         }

@@ -273,6 +273,27 @@ fn v2_golden(numerics: u8) -> Vec<(String, Recipe, Vec<u8>)> {
                 Vec::new(),
             ));
         }
+        if numerics >= 9 && kind == ModelKind::Mamba1 {
+            // Each level's seeded network, for inputs its prior does not suit, is stored under
+            // its own number: the empty input pins what each means, and level 4's on the
+            // binary half of the input its weights.
+            let seeded = |l| levels::stored_base(numerics, kind, levels::SEEDED_BASE + l).unwrap();
+            for l in 1..=levels::MAX_LEVEL {
+                out.push((
+                    format!("{model}-level{l}-seeded-empty.lmz"),
+                    seeded(l),
+                    Vec::new(),
+                ));
+            }
+            let small = seeded(4)
+                .edit_from_level("cfg:ctx=9 mix:cap=16", None)
+                .unwrap();
+            out.push((
+                format!("{model}-level4-seeded.lmz"),
+                small,
+                text[2048..].to_vec(),
+            ));
+        }
     }
     out
 }

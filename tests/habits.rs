@@ -267,6 +267,53 @@ fn prior_none_and_an_unknown_prior() {
     );
 }
 
+/// A level of Mamba-1 takes its prior's network for text and its seeded network for binary
+/// data, each block of `--block-size` for itself; the header names which (a level's seeded
+/// network by its own number, with no edits), and every choice decodes.
+#[test]
+fn a_level_takes_its_seeded_network_for_binary_data() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    let text_data = text(3000);
+    let binary: Vec<u8> = (0u32..3000)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let stored_as = |name: &str, data: &[u8], args: &[&str]| {
+        fs::write(d.join(name), data).unwrap();
+        let mut all = vec!["-f", "-4"];
+        all.extend_from_slice(args);
+        all.push(name);
+        ok(run(d, &all, b""));
+        let lmz = format!("{name}.lmz");
+        assert_eq!(ok(run(d, &["-d", "-c", &lmz], b"")).stdout, data, "{name}");
+        String::from_utf8_lossy(&ok(run(d, &["info", &lmz], b"")).stdout).into_owned()
+    };
+    let info = stored_as("t", &text_data, &[]);
+    assert!(info.contains("stored as level 4 with"), "{info}");
+    assert!(info.contains("prior:"), "{info}");
+    let info = stored_as("b", &binary, &[]);
+    assert!(
+        info.contains("stored as level 4's seeded network"),
+        "{info}"
+    );
+    assert!(info.contains("cfg:hidden=96,layers=2"), "{info}");
+    assert!(!info.contains("prior:"), "{info}");
+    // --prior none: the seeded network for text too.
+    let info = stored_as("n", &text_data, &["--prior", "none"]);
+    assert!(info.contains("cfg:hidden=96,layers=2"), "{info}");
+    // Blocks choose one by one.
+    let mut mixed = text_data.clone();
+    mixed.extend(&binary);
+    let _ = stored_as("m", &mixed, &["--block-size", "3000"]);
+    let members =
+        String::from_utf8_lossy(&ok(run(d, &["info", "-v", "m.lmz"], b"")).stdout).into_owned();
+    let (first, second) = members.split_once("member 2:").expect("two members");
+    assert!(first.contains("cfg:hidden=64,layers=1"), "{members}");
+    assert!(first.contains("prior=2"), "{members}");
+    assert!(second.contains("cfg:hidden=96,layers=2"), "{members}");
+    assert!(!second.contains("prior=2"), "{members}");
+}
+
 #[test]
 fn version_completions_and_manual_page() {
     let dir = TempDir::new().unwrap();

@@ -89,6 +89,7 @@ impl<R: Read> Decoder<R> {
             expected_len: None,
             memory_limit: self.memory_limit,
             choose_prior: false,
+            seeded: None,
             choose_warm: false,
             choose_x86: false,
         };

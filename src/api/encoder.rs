@@ -43,6 +43,7 @@ impl<W: Write> Encoder<W> {
             memory_limit: options.memory(),
             // The header goes out before any data: the level's prior stays.
             choose_prior: false,
+            seeded: None,
             // And the stage's warm start.
             choose_warm: false,
             // Likewise the x86 transform stays as the recipe says.

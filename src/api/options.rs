@@ -157,6 +157,20 @@ impl Options {
     /// The recipe of a compression, its positions in bytes, and the model file it starts
     /// from (given, or named by the recipe text).
     pub(crate) fn prepare(&self) -> Result<(Recipe, Option<Arc<Weights>>), Error> {
+        self.prepare_from(false)
+    }
+
+    /// The recipe for inputs the level's prior does not suit ([`levels::seeded_recipe`]), made
+    /// as [`Self::prepare`] makes the recipe; `None` where the prior is not the level's to
+    /// choose: the recipe text names one, or the run starts from a model file.
+    pub(crate) fn prepare_seeded(&self) -> Result<Option<Recipe>, Error> {
+        let names_prior = self.recipe.as_deref().is_some_and(|t| t.contains("prior="));
+        let (recipe, weights) = self.prepare_from(true)?;
+        Ok((!names_prior && weights.is_none()).then_some(recipe))
+    }
+
+    /// [`Self::prepare`] from the level's recipe, or from its seeded one.
+    fn prepare_from(&self, seeded: bool) -> Result<(Recipe, Option<Arc<Weights>>), Error> {
         if !(1..=levels::MAX_LEVEL).contains(&self.level) {
             return Err(Error::InvalidOptions(format!(
                 "there is no level {}: levels go from 1 (fastest) to {} (best ratio)",
@@ -180,6 +194,10 @@ impl Options {
         let names = Names {
             model: "Options::model",
             recipe: "recipe",
+        };
+        let level_recipe = match seeded {
+            true => seeded_level_recipe,
+            false => level_recipe,
         };
         let recipe = level_recipe(
             self.model,
@@ -238,6 +256,29 @@ pub(crate) fn level_recipe(
     weights: Option<&Weights>,
     names: Names<'_>,
 ) -> anyhow::Result<Recipe> {
+    level_recipe_from(levels::recipe, kind, level, text, weights, names)
+}
+
+/// [`level_recipe`] from the level's recipe for inputs its prior does not suit
+/// ([`levels::seeded_recipe`]).
+pub(crate) fn seeded_level_recipe(
+    kind: Option<ModelKind>,
+    level: u8,
+    text: Option<&str>,
+    weights: Option<&Weights>,
+    names: Names<'_>,
+) -> anyhow::Result<Recipe> {
+    level_recipe_from(levels::seeded_recipe, kind, level, text, weights, names)
+}
+
+fn level_recipe_from(
+    template_of: fn(ModelKind, u8) -> Recipe,
+    kind: Option<ModelKind>,
+    level: u8,
+    text: Option<&str>,
+    weights: Option<&Weights>,
+    names: Names<'_>,
+) -> anyhow::Result<Recipe> {
     let file_base = weights
         .map(|w| w.base())
         .transpose()
@@ -265,7 +306,7 @@ pub(crate) fn level_recipe(
         }
     }
     let kind = agreed.map_or(levels::DEFAULT_MODEL, |(_, k)| k);
-    let template = levels::recipe(kind, level);
+    let template = template_of(kind, level);
     Ok(match (text, file_base) {
         (Some(text), file) => template
             .edit_from_level(text, file.as_ref())

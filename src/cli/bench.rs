@@ -124,12 +124,14 @@ fn measure(path: &Path, data: &[u8], kind: ModelKind, level: u8, v: Verbosity) -
         .model(kind)
         .size(data.len() as u64);
     let (recipe, weights) = options.prepare()?;
+    let seeded = options.prepare_seeded()?;
     let codec_options = codec::Options {
         weights: weights.as_deref(),
         save_model: false,
         expected_len: Some(data.len() as u64),
         memory_limit: None,
         choose_prior: true,
+        seeded: seeded.as_ref(),
         choose_warm: true,
         choose_x86: true,
     };

@@ -112,6 +112,14 @@ fn code_batch(
                 scope.spawn(move || -> Result<(Vec<u8>, Summary)> {
                     let len = Some(block.len() as u64);
                     let recipe = crate::fit::for_input(recipe, len, fit)?;
+                    let seeded = options
+                        .seeded
+                        .map(|r| crate::fit::for_input(r, len, fit))
+                        .transpose()?;
+                    let options = &Options {
+                        seeded: seeded.as_ref(),
+                        ..*options
+                    };
                     let mut lmz = Vec::new();
                     let summary =
                         codec::compress(&recipe, options, &block[..], &mut lmz, &mut |p| {

@@ -33,6 +33,8 @@ pub struct Shared {
     fit: bool,
     /// Whether the level's prior is kept only for inputs it suits ([`crate::prior::suits`]).
     choose_prior: bool,
+    /// The recipe for inputs the level's prior does not suit, when that is chosen per input.
+    seeded: Option<Recipe>,
     /// Whether the stage's warm start is left out where the x86 transform is on.
     choose_warm: bool,
     /// Whether the x86 transform is chosen by detection ([`crate::transform::x86::detect`]).
@@ -70,6 +72,12 @@ impl Shared {
             ),
             _ => None,
         };
+        let seeded = match &settings.job {
+            Job::Compress { plan, .. } => plan
+                .build_seeded(weights.as_ref())
+                .map_err(|e| (USAGE_STATUS, e))?,
+            _ => None,
+        };
         let (fit, choose_prior, choose_warm, choose_x86) = match &settings.job {
             Job::Compress { plan, .. } => (
                 plan.fits(),
@@ -84,6 +92,7 @@ impl Shared {
             recipe,
             fit,
             choose_prior,
+            seeded,
             choose_warm,
             choose_x86,
             memory_limit: settings.memory_limit,
@@ -99,6 +108,7 @@ impl Shared {
             expected_len: None,
             memory_limit: self.memory_limit,
             choose_prior: self.choose_prior,
+            seeded: self.seeded.as_ref(),
             choose_warm: self.choose_warm,
             choose_x86: self.choose_x86,
         }
@@ -403,8 +413,14 @@ impl CompressJob<'_> {
                 &mut report,
             ),
             None => {
-                let recipe = crate::fit::for_input(self.recipe, length, self.shared.fit)?;
-                codec::compress(&recipe, options, input, output, &mut report)
+                let fit = |r| crate::fit::for_input(r, length, self.shared.fit);
+                let recipe = fit(self.recipe)?;
+                let seeded = options.seeded.map(fit).transpose()?;
+                let options = codec::Options {
+                    seeded: seeded.as_ref(),
+                    ..*options
+                };
+                codec::compress(&recipe, &options, input, output, &mut report)
             }
         }
     }

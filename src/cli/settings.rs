@@ -208,14 +208,37 @@ impl RecipePlan {
     }
 
     /// Builds and validates the recipe; `weights` is the loaded model file when the run starts
-    /// from one.
+    /// from one. With `--prior none`, or sizes or a model file that leave the level's prior
+    /// out, the level's network for inputs without a prior ([`crate::levels::seeded_recipe`]),
+    /// whose training is made for a network that does not start from one.
     pub fn build(&self, weights: Option<&Weights>) -> Result<Recipe> {
+        let none = self.knobs.prior.as_deref() == Some("none");
+        let recipe = self.build_from(none, weights)?;
+        if !none && self.chooses_prior() && recipe.config().prior() == 0 {
+            return self.build_from(true, weights);
+        }
+        Ok(recipe)
+    }
+
+    /// The recipe for inputs the level's prior does not suit, when the prior is chosen per
+    /// input ([`Self::chooses_prior`]): built as [`Self::build`] from the level's seeded recipe.
+    pub fn build_seeded(&self, weights: Option<&Weights>) -> Result<Option<Recipe>> {
+        if !self.chooses_prior() {
+            return Ok(None);
+        }
+        self.build_from(true, weights).map(Some)
+    }
+
+    fn build_from(&self, seeded: bool, weights: Option<&Weights>) -> Result<Recipe> {
         let names = crate::api::Names {
             model: "--model",
             recipe: "--recipe",
         };
-        let mut recipe =
-            crate::api::level_recipe(self.kind, self.level, self.text.as_deref(), weights, names)?;
+        let level_recipe = match seeded {
+            true => crate::api::seeded_level_recipe,
+            false => crate::api::level_recipe,
+        };
+        let mut recipe = level_recipe(self.kind, self.level, self.text.as_deref(), weights, names)?;
         self.knobs.apply(&mut recipe)?;
         if let Err(e) = recipe.validate() {
             return Err(match self.knobs.hidden {

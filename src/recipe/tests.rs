@@ -65,9 +65,9 @@ fn the_mix_item_parses_prints_and_edits() {
     assert!(Recipe::parse(&off).is_err());
 }
 
-/// Level 6's recipe: three blocks of the model's default width, the full stage.
+/// Level 6's seeded recipe: three blocks of the model's default width, the full stage.
 fn mamba() -> Recipe {
-    crate::levels::recipe(ModelKind::Mamba1, 6)
+    crate::levels::seeded_recipe(ModelKind::Mamba1, 6)
 }
 
 #[test]
