@@ -12,4 +12,4 @@ pub use decoder::{Decoder, decompress, decompress_with};
 pub use encoder::{Encoder, compress};
 pub use error::Error;
 pub use options::Options;
-pub(crate) use options::{Names, level_recipe, seeded_level_recipe};
+pub(crate) use options::{Names, level_recipe};

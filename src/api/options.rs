@@ -195,11 +195,12 @@ impl Options {
             model: "Options::model",
             recipe: "recipe",
         };
-        let level_recipe = match seeded {
-            true => seeded_level_recipe,
-            false => level_recipe,
+        let network_of = match seeded {
+            true => levels::seeded_recipe,
+            false => levels::recipe,
         };
         let recipe = level_recipe(
+            network_of,
             self.model,
             self.level,
             self.recipe.as_deref(),
@@ -246,33 +247,12 @@ pub(crate) struct Names<'a> {
 }
 
 /// The recipe of `level` for the model kind that the caller (`kind`), the recipe text and the
-/// model file agree on (by default [`levels::DEFAULT_MODEL`]), edited by the text; or, with a
-/// model file and no text, the level's schedule over the file. Not validated: the command
-/// line edits it further first.
+/// model file agree on (by default [`levels::DEFAULT_MODEL`]), taken from the level by
+/// `network_of` ([`levels::recipe`], or [`levels::seeded_recipe`] for inputs the level's prior
+/// does not suit) and edited by the text; or, with a model file and no text, the level's
+/// schedule over the file. Not validated: the command line edits it further first.
 pub(crate) fn level_recipe(
-    kind: Option<ModelKind>,
-    level: u8,
-    text: Option<&str>,
-    weights: Option<&Weights>,
-    names: Names<'_>,
-) -> anyhow::Result<Recipe> {
-    level_recipe_from(levels::recipe, kind, level, text, weights, names)
-}
-
-/// [`level_recipe`] from the level's recipe for inputs its prior does not suit
-/// ([`levels::seeded_recipe`]).
-pub(crate) fn seeded_level_recipe(
-    kind: Option<ModelKind>,
-    level: u8,
-    text: Option<&str>,
-    weights: Option<&Weights>,
-    names: Names<'_>,
-) -> anyhow::Result<Recipe> {
-    level_recipe_from(levels::seeded_recipe, kind, level, text, weights, names)
-}
-
-fn level_recipe_from(
-    template_of: fn(ModelKind, u8) -> Recipe,
+    network_of: fn(ModelKind, u8) -> Recipe,
     kind: Option<ModelKind>,
     level: u8,
     text: Option<&str>,
@@ -306,7 +286,7 @@ fn level_recipe_from(
         }
     }
     let kind = agreed.map_or(levels::DEFAULT_MODEL, |(_, k)| k);
-    let template = template_of(kind, level);
+    let template = network_of(kind, level);
     Ok(match (text, file_base) {
         (Some(text), file) => template
             .edit_from_level(text, file.as_ref())

@@ -234,11 +234,18 @@ impl RecipePlan {
             model: "--model",
             recipe: "--recipe",
         };
-        let level_recipe = match seeded {
-            true => crate::api::seeded_level_recipe,
-            false => crate::api::level_recipe,
+        let network_of = match seeded {
+            true => levels::seeded_recipe,
+            false => levels::recipe,
         };
-        let mut recipe = level_recipe(self.kind, self.level, self.text.as_deref(), weights, names)?;
+        let mut recipe = crate::api::level_recipe(
+            network_of,
+            self.kind,
+            self.level,
+            self.text.as_deref(),
+            weights,
+            names,
+        )?;
         self.knobs.apply(&mut recipe)?;
         if let Err(e) = recipe.validate() {
             return Err(match self.knobs.hidden {

@@ -196,7 +196,14 @@ fn network(a: &TrainArgs) -> Result<(crate::recipe::ModelConfig, u64)> {
         recipe: "--recipe",
     };
     let level = n.level.unwrap_or(levels::DEFAULT_LEVEL);
-    let recipe = crate::api::level_recipe(n.model, level, n.recipe.as_deref(), None, names)?;
+    let recipe = crate::api::level_recipe(
+        levels::recipe,
+        n.model,
+        level,
+        n.recipe.as_deref(),
+        None,
+        names,
+    )?;
     let Base::Fresh { config, seed } = recipe.base else {
         bail!("lmzip train starts from seeded weights; --recipe may not name a model file");
     };
