@@ -36,7 +36,8 @@ pub struct Level {
 
 /// The training rule of every level at learning rate `$lr`: RMSprop-like Adam (β1 0, β2
 /// 0.9995 reached by warm-up, ε 1e-6), the rate decaying as `max(1/sqrt(1 + 0.0004·t), 0.3)`
-/// over t steps, and TBPTT windows growing from 4 to 16 bytes (docs/recipes.md). Measured
+/// over t steps, and TBPTT windows growing from 4 to 16 bytes (docs/recipes.md); a network
+/// from a prior takes other windows and floor (`prior_network_trained_longer!`). Measured
 /// against plain Adam (β1 0.9, β2 0.999, ε 1e-8) at half the rate, fixed 16-byte windows: with
 /// the network alone at level 5, 7.7% fewer bytes over prefixes of six files of five kinds, each
 /// smaller (docs/experiments.md, "Training schedules"). The live state is carried on after each
@@ -84,14 +85,15 @@ macro_rules! train_fast_ends {
     };
 }
 
-/// The network of levels 4–9 for inputs their prior suits: the default level's 64-wide block
-/// started from the prior `text2`, over TBPTT windows growing to 32 bytes, at 0.7 of the
-/// default's rate (the floor raised so that the late rate stays the same). The larger seeded
-/// networks lost to the prior's on text and code by 7% (docs/experiments.md, "Two networks per
-/// level"). Against level 3, with the same header: book1[:100K], enwik6[:100K], paper1 and
-/// progc 0.32% fewer bytes, each file smaller; whole book1 −0.02%, enwik6 −0.19%. Half the
-/// rate gained more on the small files (−0.44%) but lost on book1 (+0.03%); the default's rate
-/// with the longer windows lost on progc.
+/// The network of levels 3–9 for inputs their prior suits: a 64-wide block started from the
+/// prior `text2`, over TBPTT windows growing to 32 bytes, at 0.0014 (the floor raised so that
+/// the late rate stays 0.0006). Against the default of numerics 8 (windows to 16 at 0.002),
+/// with the same header: book1[:100K], enwik6[:100K], paper1 and progc 0.59% fewer bytes, each
+/// file smaller; whole book1 −0.05%, enwik6 −0.19%; no slower, the longer windows doing the
+/// same products in larger batches (docs/experiments.md, "Two networks per level"). Half the
+/// rate gained more on the small files but lost on book1; the lower rate over windows to 16
+/// lost on book1 too; the old rate with the longer windows lost on progc. The larger seeded
+/// networks of levels 4–9 lost to this one on text and code by 7%.
 macro_rules! prior_network_trained_longer {
     () => {
         concat!(
@@ -147,14 +149,14 @@ pub const LEVELS: [Level; MAX_LEVEL as usize] = [
     },
     // The default: the fastest network that, with the full stage, stays within about 1% of the
     // larger levels' ratio on book1 and enwik6. It starts from the built-in prior `text2`
-    // (src/prior; docs/experiments.md, "A built-in prior"), which the CLI leaves out for inputs
-    // that do not look like text.
+    // (src/prior; docs/experiments.md, "A built-in prior") where the input looks like text, and
+    // from seeded weights at the rate that suits them elsewhere.
     Level {
-        mamba1: concat!(
-            "cfg:hidden=64,layers=1,state=8,conv=8,ctx=14,prior=2 mix:warm=1 ",
+        mamba1: prior_network_trained_longer!(),
+        mamba1_seeded: Some(concat!(
+            "cfg:hidden=64,layers=1,state=8,conv=8,ctx=14 mix:warm=1 ",
             train!("0.002")
-        ),
-        mamba1_seeded: None,
+        )),
         rwkv7: concat!("cfg:hidden=64,layers=1 mix:warm=1 ", train!("0.002")),
     },
     Level {
@@ -219,9 +221,10 @@ pub fn recipe(kind: ModelKind, level: u8) -> Recipe {
 }
 
 /// The recipe of a level (clamped to 1..=9) for the inputs its prior does not suit
-/// ([`crate::prior::suits`]): the level's seeded network (levels 4–9 of Mamba-1: larger ones,
-/// which gain on binaries where the prior's network, started from seeded weights, does not),
-/// or else the level's recipe without its prior.
+/// ([`crate::prior::suits`]): the level's seeded network (levels 3–9 of Mamba-1: the default's
+/// at the rate that suits seeded weights, and from level 4 larger ones, which gain on binaries
+/// where the prior's network, started from seeded weights, does not), or else the level's
+/// recipe without its prior.
 pub fn seeded_recipe(kind: ModelKind, level: u8) -> Recipe {
     match (kind, entry(level).mamba1_seeded) {
         (ModelKind::Mamba1, Some(text)) => from_text(kind, text),
@@ -268,6 +271,14 @@ pub fn describe_base(number: u8) -> String {
     }
 }
 
+/// The default level of Mamba-1 up to numerics version 8: the prior's network over windows to
+/// 16 bytes at 0.002 (from version 9 its recipe for inputs the prior does not suit, with the
+/// prior).
+const DEFAULT_MAMBA1_UNTIL_NUMERICS_8: &str = concat!(
+    "cfg:hidden=64,layers=1,state=8,conv=8,ctx=14,prior=2 mix:warm=1 ",
+    train!("0.002")
+);
+
 /// The recipe a level meant in files of numerics version `numerics`, which the header gives
 /// (`format::OLDEST_NUMERICS_VERSION` to `format::NUMERICS_VERSION`). In version 2 no level
 /// had the stage's recent bits, second sparse contexts and nesting contexts (`ext` 512, 1024
@@ -277,9 +288,13 @@ pub fn describe_base(number: u8) -> String {
 /// version 6 no level started its mixer from a warm start (`mix:warm`); up to version 7 no
 /// level's mixer had young weight sets (`mix:young`); up to version 8 levels 4–9 of Mamba-1
 /// had one network for every input, the one they now keep for inputs their prior does not
-/// suit; the rest of the table is the same.
+/// suit, and the default trained its network over windows to 16 bytes at 0.002 on every input
+/// ([`DEFAULT_MAMBA1_UNTIL_NUMERICS_8`]); the rest of the table is the same.
 pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
     let mut recipe = match (numerics, kind, entry(level).mamba1_seeded) {
+        (..=8, ModelKind::Mamba1, _) if level == DEFAULT_LEVEL => {
+            from_text(kind, DEFAULT_MAMBA1_UNTIL_NUMERICS_8)
+        }
         (..=8, ModelKind::Mamba1, Some(text)) => from_text(kind, text),
         _ => table_recipe(kind, level),
     };
@@ -392,12 +407,17 @@ mod tests {
                 c.prior = 2;
             }
             assert_eq!(*r.config(), config);
-            // RMSprop-like Adam at 2e-3 with β2 warm-up and a decaying rate, over TBPTT
-            // segments growing from 4 to 16 bytes, the live state carried on.
+            // RMSprop-like Adam with β2 warm-up and a decaying rate, the live state carried on:
+            // Mamba-1 from its prior at 1.4e-3 over TBPTT segments growing from 4 to 32
+            // bytes, RWKV-7 at 2e-3 over segments to 16; both rates end at 6e-4.
+            let (lr, bptt, floor) = match kind {
+                ModelKind::Mamba1 => (0.0014, 32, 0.43),
+                ModelKind::Rwkv7 => (0.002, 16, 0.3),
+            };
             let spec = TrainSpec {
-                lr: 0.002,
-                bptt: 16,
-                stride: 16,
+                lr,
+                bptt,
+                stride: bptt,
                 state: LiveState::Carry,
                 adam: AdamSettings {
                     beta1: 0.0,
@@ -407,7 +427,7 @@ mod tests {
                 },
                 rate: RateSchedule {
                     decay: 0.0004,
-                    floor: 0.3,
+                    floor,
                     ..RateSchedule::NONE
                 },
                 bptt0: 4,
@@ -465,7 +485,7 @@ mod tests {
     }
 
     #[test]
-    fn a_seeded_recipe_has_no_prior_and_levels_4_to_9_keep_their_networks_in_it() {
+    fn a_seeded_recipe_has_no_prior_and_levels_3_to_9_keep_their_earlier_networks_in_it() {
         for level in 1..=MAX_LEVEL {
             let (r, seeded) = (
                 recipe(ModelKind::Mamba1, level),
@@ -474,12 +494,15 @@ mod tests {
             assert_ne!(r.config().prior(), 0, "level {level}");
             assert_eq!(seeded.config().prior(), 0, "level {level}");
             assert_eq!(seeded.mix, r.mix, "level {level}: the same stage");
-            if level <= DEFAULT_LEVEL {
+            if level < DEFAULT_LEVEL {
                 assert_eq!(seeded, crate::prior::without(&r), "level {level}");
             } else {
-                // What levels 4–9 meant up to numerics 8, for every input.
-                assert_eq!(seeded, recipe_of(8, ModelKind::Mamba1, level));
-                assert!(seeded.config().param_count() > r.config().param_count());
+                // What levels 3–9 meant up to numerics 8 (level 3 started from the prior
+                // where it suited, 4–9 never did).
+                let earlier = recipe_of(8, ModelKind::Mamba1, level);
+                assert_eq!(seeded, crate::prior::without(&earlier), "level {level}");
+                assert_ne!(seeded, crate::prior::without(&r), "level {level}");
+                assert!(seeded.config().param_count() >= r.config().param_count());
             }
         }
         // RWKV-7 has no prior: its seeded recipe is its recipe.

@@ -757,7 +757,7 @@ fn levels_and_recipes_are_stored_and_decode_without_flags() {
             &["-3", "l"][..],
             &[
                 "cfg:hidden=64,layers=1,intermediate=128,state=8,conv=8,",
-                "lr=0.002,stride=16,bptt=16,clip=0,state=carry,",
+                "lr=0.0014,stride=32,bptt=32,clip=0,state=carry,",
                 "b1=0,",
                 "mix:",
             ][..],

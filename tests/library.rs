@@ -110,6 +110,35 @@ fn the_library_writes_what_the_command_line_writes() {
     );
 }
 
+/// The one call chooses by the input as the command line does: the default level's seeded
+/// network for binary data (its prior is for text), and for sizes that leave the prior out.
+#[test]
+fn the_one_call_chooses_the_network_as_the_command_line_does() {
+    let text = common::related_text(1500, 4);
+    let binary = common::binary(1500, 6);
+    let resized = "cfg:hidden=24";
+    for (data, args, options) in [
+        (&binary, &["-3"][..], Options::new().level(3)),
+        (
+            &text,
+            &["-3", "--recipe", resized],
+            Options::new().level(3).recipe(resized),
+        ),
+    ] {
+        let len = data.len().to_string();
+        let args: Vec<&str> = args.iter().copied().chain(["--size", &len]).collect();
+        let library = lmzip::compress(data, &options).unwrap();
+        assert_eq!(library, cli_output(&args, data), "{args:?}");
+        assert_eq!(lmzip::decompress(&library).unwrap(), *data, "{args:?}");
+    }
+    // The streaming encoder writes its header before it sees the input: it keeps the level's
+    // prior for binary data, and so writes other bytes, which decode as well.
+    let options = Options::new().level(3).size(binary.len() as u64);
+    let streamed = encode_in_pieces(&binary, &options, 100);
+    assert_ne!(streamed, lmzip::compress(&binary, &options).unwrap());
+    assert_eq!(lmzip::decompress(&streamed).unwrap(), binary);
+}
+
 #[test]
 fn concatenated_members_decode_in_order_both_ways() {
     let (a, b) = (common::related_text(1200, 2), common::related_text(800, 5));

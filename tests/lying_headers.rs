@@ -246,7 +246,7 @@ fn a_compact_header_that_lies_is_refused_before_allocating() {
         &level(10, "", crc_of(9)),
         "level 10 is not one of this build's",
     );
-    refused_at_once(&level(4, "", crc_of(3)), "means another recipe");
+    refused_at_once(&level(2, "", crc_of(3)), "means another recipe");
     refused_at_once(
         &level(3, "0..:train(lr=abc)", crc_of(3)),
         "the edits of level 3",

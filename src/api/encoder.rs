@@ -7,8 +7,12 @@ use super::options::Options;
 use crate::codec::{self, MemberEncoder};
 use crate::pool::Pool;
 
-/// Compresses what is written to it into `W`, as one lmzip member: the bytes the command
-/// line writes for the same options and input, however the input is cut into writes.
+/// Compresses what is written to it into `W`, as one lmzip member, however the input is cut
+/// into writes. The header goes out before the first byte is seen, so the recipe is the
+/// level's as it stands: where the command line would choose by the input's first bytes (the
+/// level's seeded network for input its prior does not suit, the x86 transform for x86 code),
+/// the encoder does not, and writes the command line's bytes for text and code. [`compress`],
+/// which sees the input first, chooses as the command line does.
 ///
 /// Input is coded a frame (1 MiB) at a time, so up to a frame of input waits in the encoder;
 /// [`Write::flush`] flushes only `W` (cutting a frame early would change the output).
@@ -36,19 +40,9 @@ impl<W: Write> Encoder<W> {
     pub fn new(mut output: W, options: &Options) -> Result<Self, Error> {
         let (recipe, weights) = options.prepare()?;
         let pool = options.pool()?;
-        let codec_options = codec::Options {
-            weights: weights.as_deref(),
-            save_model: false,
-            expected_len: options.announced_len(),
-            memory_limit: options.memory(),
-            // The header goes out before any data: the level's prior stays.
-            choose_prior: false,
-            seeded: None,
-            // And the stage's warm start.
-            choose_warm: false,
-            // Likewise the x86 transform stays as the recipe says.
-            choose_x86: false,
-        };
+        // The header goes out before any data: the level's prior, the stage's warm start and
+        // the x86 transform stay as the recipe says.
+        let codec_options = codec_options(options, weights.as_deref(), Choice::AsGiven);
         let member = in_pool(&pool, || {
             MemberEncoder::start(&recipe, &codec_options, &mut output)
         })
@@ -116,7 +110,10 @@ pub(crate) fn in_pool<T>(pool: &Option<Pool>, f: impl FnOnce() -> T) -> T {
     }
 }
 
-/// Compresses `data` in one call; the announced length is `data`'s.
+/// Compresses `data` in one call; the announced length is `data`'s. It writes what the command
+/// line writes for the same options and input: by the input's first bytes it takes the level's
+/// seeded network where the level's prior does not suit them, and the x86 transform for x86
+/// code, unless the recipe text names the prior, the warm start or the transform.
 ///
 /// ```
 /// let data = b"to be or not to be";
@@ -129,7 +126,51 @@ pub fn compress(data: &[u8], options: &Options) -> Result<Vec<u8>, Error> {
         Some(_) => options.clone(),
         None => options.clone().size(data.len() as u64),
     };
-    let mut encoder = Encoder::new(Vec::new(), &options)?;
-    encoder.push(data)?;
-    encoder.finish()
+    let (recipe, weights) = options.prepare()?;
+    let seeded = options.prepare_seeded()?;
+    let pool = options.pool()?;
+    let choice = Choice::ByInput {
+        seeded: seeded.as_ref(),
+    };
+    let codec_options = codec_options(&options, weights.as_deref(), choice);
+    let mut packed = Vec::new();
+    in_pool(&pool, || {
+        codec::compress(&recipe, &codec_options, data, &mut packed, &mut |_| Ok(()))
+    })
+    .map_err(|e| classify(e, Otherwise::InvalidOptions))?;
+    Ok(packed)
+}
+
+/// Whether the input's first bytes choose the recipe's prior, warm start and x86 transform.
+enum Choice<'a> {
+    /// The recipe stays as it is (the streaming encoder, whose header goes out first).
+    AsGiven,
+    /// As on the command line (the one call, which sees the input first): the level's seeded
+    /// recipe, if there is one to choose, where the prior does not suit the input, and the warm
+    /// start and the x86 transform unless the recipe text names them.
+    ByInput {
+        seeded: Option<&'a crate::recipe::Recipe>,
+    },
+}
+
+/// The codec's options for `options`, choosing as `choice` says.
+fn codec_options<'a>(
+    options: &Options,
+    weights: Option<&'a crate::modelfile::Weights>,
+    choice: Choice<'a>,
+) -> codec::Options<'a> {
+    let (chooses, seeded) = match choice {
+        Choice::AsGiven => (false, None),
+        Choice::ByInput { seeded } => (true, seeded),
+    };
+    codec::Options {
+        weights,
+        save_model: false,
+        expected_len: options.announced_len(),
+        memory_limit: options.memory(),
+        choose_prior: seeded.is_some(),
+        seeded,
+        choose_warm: chooses && !options.recipe_names("warm="),
+        choose_x86: chooses && !options.recipe_names("x86="),
+    }
 }

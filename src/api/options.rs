@@ -139,6 +139,12 @@ impl Options {
         Ok(self.prepare()?.0.to_text())
     }
 
+    /// Whether the recipe text holds `key` (say `prior=`): what it names, the input does not
+    /// choose.
+    pub(crate) fn recipe_names(&self, key: &str) -> bool {
+        self.recipe.as_deref().is_some_and(|t| t.contains(key))
+    }
+
     /// The announced length, if any.
     pub(crate) fn announced_len(&self) -> Option<u64> {
         self.size
@@ -157,16 +163,22 @@ impl Options {
     /// The recipe of a compression, its positions in bytes, and the model file it starts
     /// from (given, or named by the recipe text).
     pub(crate) fn prepare(&self) -> Result<(Recipe, Option<Arc<Weights>>), Error> {
-        self.prepare_from(false)
+        let (recipe, weights) = self.prepare_from(false)?;
+        // As on the command line: sizes or a model file that leave the level's prior out take
+        // the level's seeded network, whose training suits a network that does not start
+        // from one.
+        if recipe.config().prior() == 0 && !self.recipe_names("prior=") {
+            return self.prepare_from(true);
+        }
+        Ok((recipe, weights))
     }
 
     /// The recipe for inputs the level's prior does not suit ([`levels::seeded_recipe`]), made
     /// as [`Self::prepare`] makes the recipe; `None` where the prior is not the level's to
     /// choose: the recipe text names one, or the run starts from a model file.
     pub(crate) fn prepare_seeded(&self) -> Result<Option<Recipe>, Error> {
-        let names_prior = self.recipe.as_deref().is_some_and(|t| t.contains("prior="));
         let (recipe, weights) = self.prepare_from(true)?;
-        Ok((!names_prior && weights.is_none()).then_some(recipe))
+        Ok((!self.recipe_names("prior=") && weights.is_none()).then_some(recipe))
     }
 
     /// [`Self::prepare`] from the level's recipe, or from its seeded one.

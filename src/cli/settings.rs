@@ -755,7 +755,8 @@ mod tests {
             "compress", "--hidden", "16", "--layers", "1", "--lr", "0.01",
         ])
         .unwrap();
-        let expected = crate::levels::default_recipe(DEFAULT_MODEL)
+        // Other sizes than the prior's: the level's seeded network, resized.
+        let expected = levels::seeded_recipe(DEFAULT_MODEL, levels::DEFAULT_LEVEL)
             .edit_from_level("cfg:hidden=16,layers=1 0..:train(lr=0.01,bptt=16)", None)
             .unwrap();
         assert_eq!(r, expected);
@@ -836,7 +837,7 @@ mod tests {
             (t.bptt, t.stride, t.optimizer),
             (l.bptt, l.stride, l.optimizer)
         );
-        assert_eq!(l.bptt, 16, "the level's window, not one-step training");
+        assert_eq!(l.bptt, 32, "the level's window, not one-step training");
     }
 
     #[test]

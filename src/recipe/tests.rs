@@ -647,7 +647,7 @@ fn curve_reads_prints_stores_and_keeps_old_texts() {
     assert_eq!(points, [(0, 2.0), (5000, 1.0), (20000, 0.25)]);
     let text = r.to_text();
     assert!(
-        text.contains(",floor=0.3,curve=0*2+5000*1+20000*0.25,bptt0=4,focus=1)"),
+        text.contains(",floor=0.43,curve=0*2+5000*1+20000*0.25,bptt0=4,focus=1)"),
         "{text}"
     );
     let back = Recipe::parse(&text).unwrap();
