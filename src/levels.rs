@@ -85,20 +85,29 @@ macro_rules! train_fast_ends {
     };
 }
 
+/// The training of a network that starts from a prior (every level's for the inputs its prior
+/// suits): TBPTT windows growing to 32 bytes at 0.0014, the floor raised so that the late rate
+/// stays 0.0006. Against the training of seeded networks (windows to 16 at 0.002), at the
+/// default with the same header: book1[:100K], enwik6[:100K], paper1 and progc 0.59% fewer
+/// bytes, each file smaller; whole book1 −0.05%, enwik6 −0.22%; no slower, the longer windows
+/// doing the same products in larger batches (docs/experiments.md, "Two networks per level").
+/// Levels 1 and 2 from `text32`: each of those files smaller too, book1 −0.03% and −0.02%,
+/// enwik6 −0.23% and −0.22%. Half the rate gained more on the small files but lost on book1;
+/// the lower rate over windows to 16 lost on book1 too; the old rate with the longer windows
+/// lost on progc.
+macro_rules! train_from_prior {
+    () => {
+        train!("0.0014", "1", "32", "0.43")
+    };
+}
+
 /// The network of levels 3–9 for inputs their prior suits: a 64-wide block started from the
-/// prior `text2`, over TBPTT windows growing to 32 bytes, at 0.0014 (the floor raised so that
-/// the late rate stays 0.0006). Against the default of numerics 8 (windows to 16 at 0.002),
-/// with the same header: book1[:100K], enwik6[:100K], paper1 and progc 0.59% fewer bytes, each
-/// file smaller; whole book1 −0.05%, enwik6 −0.19%; no slower, the longer windows doing the
-/// same products in larger batches (docs/experiments.md, "Two networks per level"). Half the
-/// rate gained more on the small files but lost on book1; the lower rate over windows to 16
-/// lost on book1 too; the old rate with the longer windows lost on progc. The larger seeded
-/// networks of levels 4–9 lost to this one on text and code by 7%.
+/// prior `text2`. The larger seeded networks of levels 4–9 lost to it on text and code by 7%.
 macro_rules! prior_network_trained_longer {
     () => {
         concat!(
             "cfg:hidden=64,layers=1,state=8,conv=8,ctx=14,prior=2 mix:warm=1 ",
-            train!("0.0014", "1", "32", "0.43")
+            train_from_prior!()
         )
     };
 }
@@ -128,9 +137,12 @@ pub const LEVELS: [Level; MAX_LEVEL as usize] = [
     Level {
         mamba1: concat!(
             "cfg:hidden=32,layers=1,state=8,conv=8,ctx=14,prior=3 mix:table=18,warm=1 ",
-            train!("0.002")
+            train_from_prior!()
         ),
-        mamba1_seeded: None,
+        mamba1_seeded: Some(concat!(
+            "cfg:hidden=32,layers=1,state=8,conv=8,ctx=14 mix:table=18,warm=1 ",
+            train!("0.002")
+        )),
         rwkv7: concat!(
             "cfg:hidden=64,layers=1 mix:table=18,warm=1 ",
             train!("0.002")
@@ -139,9 +151,12 @@ pub const LEVELS: [Level; MAX_LEVEL as usize] = [
     Level {
         mamba1: concat!(
             "cfg:hidden=32,layers=1,state=8,conv=8,ctx=14,prior=3 mix:table=20,warm=1 ",
-            train!("0.002")
+            train_from_prior!()
         ),
-        mamba1_seeded: None,
+        mamba1_seeded: Some(concat!(
+            "cfg:hidden=32,layers=1,state=8,conv=8,ctx=14 mix:table=20,warm=1 ",
+            train!("0.002")
+        )),
         rwkv7: concat!(
             "cfg:hidden=64,layers=1 mix:table=20,warm=1 ",
             train!("0.002")
@@ -221,10 +236,10 @@ pub fn recipe(kind: ModelKind, level: u8) -> Recipe {
 }
 
 /// The recipe of a level (clamped to 1..=9) for the inputs its prior does not suit
-/// ([`crate::prior::suits`]): the level's seeded network (levels 3–9 of Mamba-1: the default's
-/// at the rate that suits seeded weights, and from level 4 larger ones, which gain on binaries
-/// where the prior's network, started from seeded weights, does not), or else the level's
-/// recipe without its prior.
+/// ([`crate::prior::suits`]): the level's seeded network (Mamba-1: at levels 1–3 the same
+/// network, trained as suits seeded weights, and from level 4 larger ones, which gain on
+/// binaries where the prior's network, started from seeded weights, does not), or else the
+/// level's recipe without its prior.
 pub fn seeded_recipe(kind: ModelKind, level: u8) -> Recipe {
     match (kind, entry(level).mamba1_seeded) {
         (ModelKind::Mamba1, Some(text)) => from_text(kind, text),
@@ -271,14 +286,6 @@ pub fn describe_base(number: u8) -> String {
     }
 }
 
-/// The default level of Mamba-1 up to numerics version 8: the prior's network over windows to
-/// 16 bytes at 0.002 (from version 9 its recipe for inputs the prior does not suit, with the
-/// prior).
-const DEFAULT_MAMBA1_UNTIL_NUMERICS_8: &str = concat!(
-    "cfg:hidden=64,layers=1,state=8,conv=8,ctx=14,prior=2 mix:warm=1 ",
-    train!("0.002")
-);
-
 /// The recipe a level meant in files of numerics version `numerics`, which the header gives
 /// (`format::OLDEST_NUMERICS_VERSION` to `format::NUMERICS_VERSION`). In version 2 no level
 /// had the stage's recent bits, second sparse contexts and nesting contexts (`ext` 512, 1024
@@ -288,12 +295,14 @@ const DEFAULT_MAMBA1_UNTIL_NUMERICS_8: &str = concat!(
 /// version 6 no level started its mixer from a warm start (`mix:warm`); up to version 7 no
 /// level's mixer had young weight sets (`mix:young`); up to version 8 levels 4–9 of Mamba-1
 /// had one network for every input, the one they now keep for inputs their prior does not
-/// suit, and the default trained its network over windows to 16 bytes at 0.002 on every input
-/// ([`DEFAULT_MAMBA1_UNTIL_NUMERICS_8`]); the rest of the table is the same.
+/// suit, and levels 1–3 trained their prior's network as they now train their seeded one
+/// (windows to 16 bytes at 0.002); the rest of the table is the same.
 pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
     let mut recipe = match (numerics, kind, entry(level).mamba1_seeded) {
-        (..=8, ModelKind::Mamba1, _) if level == DEFAULT_LEVEL => {
-            from_text(kind, DEFAULT_MAMBA1_UNTIL_NUMERICS_8)
+        // Levels 1–3 trained their prior's network as their seeded one is trained now.
+        (..=8, ModelKind::Mamba1, Some(text)) if level <= DEFAULT_LEVEL => {
+            let prior = table_recipe(kind, level).config().prior();
+            crate::prior::with_number(&from_text(kind, text), prior)
         }
         (..=8, ModelKind::Mamba1, Some(text)) => from_text(kind, text),
         _ => table_recipe(kind, level),
@@ -485,7 +494,7 @@ mod tests {
     }
 
     #[test]
-    fn a_seeded_recipe_has_no_prior_and_levels_3_to_9_keep_their_earlier_networks_in_it() {
+    fn a_seeded_recipe_has_no_prior_and_keeps_the_levels_earlier_network() {
         for level in 1..=MAX_LEVEL {
             let (r, seeded) = (
                 recipe(ModelKind::Mamba1, level),
@@ -494,16 +503,12 @@ mod tests {
             assert_ne!(r.config().prior(), 0, "level {level}");
             assert_eq!(seeded.config().prior(), 0, "level {level}");
             assert_eq!(seeded.mix, r.mix, "level {level}: the same stage");
-            if level < DEFAULT_LEVEL {
-                assert_eq!(seeded, crate::prior::without(&r), "level {level}");
-            } else {
-                // What levels 3–9 meant up to numerics 8 (level 3 started from the prior
-                // where it suited, 4–9 never did).
-                let earlier = recipe_of(8, ModelKind::Mamba1, level);
-                assert_eq!(seeded, crate::prior::without(&earlier), "level {level}");
-                assert_ne!(seeded, crate::prior::without(&r), "level {level}");
-                assert!(seeded.config().param_count() >= r.config().param_count());
-            }
+            // What each level meant up to numerics 8 (levels 1–3 started from the prior where
+            // it suited, 4–9 never did), trained otherwise than the prior's network now.
+            let earlier = recipe_of(8, ModelKind::Mamba1, level);
+            assert_eq!(seeded, crate::prior::without(&earlier), "level {level}");
+            assert_ne!(seeded, crate::prior::without(&r), "level {level}");
+            assert!(seeded.config().param_count() >= r.config().param_count());
         }
         // RWKV-7 has no prior: its seeded recipe is its recipe.
         for level in 1..=MAX_LEVEL {
