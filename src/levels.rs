@@ -37,7 +37,7 @@ pub struct Level {
 /// The training rule of every level at learning rate `$lr`: RMSprop-like Adam (β1 0, β2
 /// 0.9995 reached by warm-up, ε 1e-6), the rate decaying as `max(1/sqrt(1 + 0.0004·t), 0.3)`
 /// over t steps, and TBPTT windows growing from 4 to 16 bytes (docs/recipes.md); a network
-/// from a prior takes other windows and floor (`prior_network_trained_longer!`). Measured
+/// from a prior takes other windows and floor (`train_from_prior!`). Measured
 /// against plain Adam (β1 0.9, β2 0.999, ε 1e-8) at half the rate, fixed 16-byte windows: with
 /// the network alone at level 5, 7.7% fewer bytes over prefixes of six files of five kinds, each
 /// smaller (docs/experiments.md, "Training schedules"). The live state is carried on after each

@@ -163,12 +163,13 @@ impl Options {
     /// The recipe of a compression, its positions in bytes, and the model file it starts
     /// from (given, or named by the recipe text).
     pub(crate) fn prepare(&self) -> Result<(Recipe, Option<Arc<Weights>>), Error> {
-        let (recipe, weights) = self.prepare_from(false)?;
+        let weights = self.model_file()?;
+        let mut recipe = self.recipe_from(false, weights.as_deref())?;
         // As on the command line: sizes or a model file that leave the level's prior out take
         // the level's seeded network, whose training suits a network that does not start
         // from one.
         if recipe.config().prior() == 0 && !self.recipe_names("prior=") {
-            return self.prepare_from(true);
+            recipe = self.recipe_from(true, weights.as_deref())?;
         }
         Ok((recipe, weights))
     }
@@ -177,12 +178,33 @@ impl Options {
     /// as [`Self::prepare`] makes the recipe; `None` where the prior is not the level's to
     /// choose: the recipe text names one, or the run starts from a model file.
     pub(crate) fn prepare_seeded(&self) -> Result<Option<Recipe>, Error> {
-        let (recipe, weights) = self.prepare_from(true)?;
-        Ok((!self.recipe_names("prior=") && weights.is_none()).then_some(recipe))
+        let model_file =
+            self.weights.is_some() || self.recipe.as_deref().and_then(recipe::file_path).is_some();
+        if model_file || self.recipe_names("prior=") {
+            return Ok(None);
+        }
+        self.recipe_from(true, None).map(Some)
     }
 
-    /// [`Self::prepare`] from the level's recipe, or from its seeded one.
-    fn prepare_from(&self, seeded: bool) -> Result<(Recipe, Option<Arc<Weights>>), Error> {
+    /// The model file the run starts from: the one given, or the one the recipe text names
+    /// (`file:PATH`), loaded.
+    fn model_file(&self) -> Result<Option<Arc<Weights>>, Error> {
+        let named = self.recipe.as_deref().and_then(recipe::file_path);
+        match (&self.weights, named) {
+            (Some(_), Some(_)) => Err(Error::InvalidOptions(
+                "the model file is given twice (weights_file and file: in the recipe)".into(),
+            )),
+            (Some(w), None) => Ok(Some(Arc::clone(w))),
+            (None, Some(path)) => Weights::open(Path::new(path))
+                .map(|w| Some(Arc::new(w)))
+                .map_err(|e| Error::ModelFile(format!("{e:#}"))),
+            (None, None) => Ok(None),
+        }
+    }
+
+    /// The recipe from the level's recipe, or from its seeded one, over `weights`: edited by
+    /// the recipe text, validated, and sized for the announced length.
+    fn recipe_from(&self, seeded: bool, weights: Option<&Weights>) -> Result<Recipe, Error> {
         if !(1..=levels::MAX_LEVEL).contains(&self.level) {
             return Err(Error::InvalidOptions(format!(
                 "there is no level {}: levels go from 1 (fastest) to {} (best ratio)",
@@ -190,19 +212,6 @@ impl Options {
                 levels::MAX_LEVEL
             )));
         }
-        let named = self.recipe.as_deref().and_then(recipe::file_path);
-        let weights = match (&self.weights, named) {
-            (Some(_), Some(_)) => {
-                return Err(Error::InvalidOptions(
-                    "the model file is given twice (weights_file and file: in the recipe)".into(),
-                ));
-            }
-            (Some(w), None) => Some(Arc::clone(w)),
-            (None, Some(path)) => Some(Arc::new(
-                Weights::open(Path::new(path)).map_err(|e| Error::ModelFile(format!("{e:#}")))?,
-            )),
-            (None, None) => None,
-        };
         let names = Names {
             model: "Options::model",
             recipe: "recipe",
@@ -211,12 +220,12 @@ impl Options {
             true => levels::seeded_recipe,
             false => levels::recipe,
         };
-        let recipe = level_recipe(
+        level_recipe(
             network_of,
             self.model,
             self.level,
             self.recipe.as_deref(),
-            weights.as_deref(),
+            weights,
             names,
         )
         .and_then(|r| {
@@ -227,8 +236,7 @@ impl Options {
                 .is_some_and(recipe::names_stage_sizes);
             Ok(crate::fit::for_input(&r, self.size, fit)?)
         })
-        .map_err(|e| classify(e, Otherwise::InvalidOptions))?;
-        Ok((recipe, weights))
+        .map_err(|e| classify(e, Otherwise::InvalidOptions))
     }
 
     /// A pool of the threads asked for, when more than one; with one, `None` (the caller's
