@@ -277,6 +277,11 @@ fn code_frame(
     Ok(())
 }
 
+/// Most bytes [`MemberEncoder::read_from`] reads at once: the pending frame grows by this
+/// much rather than being zeroed whole, so a small input does not touch a frame's megabyte
+/// (1 MiB of a 64 KiB input's 32 MiB peak).
+const READ_STEP: usize = 64 << 10;
+
 /// Fills `buf` from `r` until it is full or the input ends; returns the bytes read.
 fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut filled = 0;
@@ -370,9 +375,9 @@ impl MemberEncoder {
         Ok(())
     }
 
-    /// Reads from `input` until the pending frame is full (then codes and writes it) or the
-    /// input ends; returns the bytes read, 0 at the end. What [`MemberEncoder::push`] does,
-    /// without a buffer of the caller's.
+    /// Reads up to [`READ_STEP`] bytes from `input` into the pending frame (coding and writing
+    /// it once it is full); returns the bytes read, 0 at the end. What
+    /// [`MemberEncoder::push`] does, without a buffer of the caller's.
     pub fn read_from(
         &mut self,
         input: &mut impl Read,
@@ -380,7 +385,7 @@ impl MemberEncoder {
         report: ProgressFn<'_>,
     ) -> Result<usize> {
         let have = self.pending.len();
-        self.pending.resize(FRAME_MAX, 0);
+        self.pending.resize((have + READ_STEP).min(FRAME_MAX), 0);
         let read = read_full(input, &mut self.pending[have..]);
         let n = *read.as_ref().unwrap_or(&0);
         self.pending.truncate(have + n);
