@@ -501,6 +501,8 @@ pub fn compress(
         if let Some(mix) = recipe.to_mut().mix.as_mut() {
             let region = x86.unwrap_or(Region::ALL);
             (mix.x86, mix.x86_from, mix.x86_to) = (x86.is_some(), region.start, region.end);
+            // With the stage for machine code (`x86=2`, src/mix/x86ops.rs).
+            mix.x86_ops = x86.is_some();
         }
     }
     // The warm start was learned on text and code; on most binaries it helps too (sum −1.1%,
@@ -510,6 +512,11 @@ pub fn compress(
         && let Some(mix) = recipe.to_mut().mix.as_mut()
     {
         mix.warm = 0;
+    }
+    if recipe.mix.is_some_and(|m| m.x86_ops && m.warm != 0)
+        && let Some(mix) = recipe.to_mut().mix.as_mut()
+    {
+        crate::mix::warm::settle_with_x86(mix, !options.choose_warm);
     }
     let mut input = (&sample[..]).chain(input);
     let mut encoder = MemberEncoder::start(&recipe, options, &mut output)?;

@@ -254,12 +254,18 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
         (16u32..=28).prop_map(|v| (v, 0)),
         (16u32..=28).prop_map(|v| (0, v)),
     ];
-    // The x86 transform: off, on everywhere, or on a range.
+    // The x86 transform: off, on everywhere, or on a range; with the instruction contexts
+    // (`x86=2`) or without.
     let x86 = prop_oneof![
-        Just((false, 0u32, 0u32)),
-        Just((true, 0, 0)),
-        (0u32..1 << 24, 1u32..1 << 24).prop_map(|(from, len)| (true, from, from + len)),
-        (1u32..1 << 24).prop_map(|from| (true, from, 0)),
+        Just((false, false, 0u32, 0u32)),
+        any::<bool>().prop_map(|ops| (true, ops, 0, 0)),
+        (0u32..1 << 24, 1u32..1 << 24, any::<bool>()).prop_map(|(from, len, ops)| (
+            true,
+            ops,
+            from,
+            from + len
+        )),
+        (1u32..1 << 24, any::<bool>()).prop_map(|(from, ops)| (true, ops, from, 0)),
     ];
     // `ext` and, as its bit 8192, the key `young`.
     let third = (0u32..=16383, sized, x86);
@@ -267,7 +273,7 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
         |(
             (orders, word, sparse, matcher, sse, table, rate),
             (conf, pword, select, record),
-            (ext, (fit, cap), (x86, x86_from, x86_to)),
+            (ext, (fit, cap), (x86, x86_ops, x86_from, x86_to)),
         )| {
             MixSpec {
                 orders,
@@ -297,6 +303,7 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
                 nest: ext & 2048 != 0,
                 text: ext & 4096 != 0,
                 x86,
+                x86_ops,
                 x86_from,
                 x86_to,
                 // A warm start fits one shape of stage, which random stages seldom have: the

@@ -1,4 +1,5 @@
-//! The x86 transform (`mix:x86=1`, src/transform/x86.rs) end to end: every input round-trips
+//! The x86 transform (`mix:x86=1`, src/transform/x86.rs, and with the stage for machine code
+//! `mix:x86=2`, src/mix/x86ops.rs) end to end: every input round-trips
 //! with it forced on (the adversarial ones too, and across a frame's boundary, in pieces and
 //! through standard input and output); detection chooses it for an x86-64 executable and not
 //! for text or random bytes; the header records it, so decompression takes no flag; a header
@@ -67,8 +68,14 @@ fn code(n: usize) -> Vec<u8> {
 
 #[test]
 fn every_input_round_trips_with_the_transform_on() {
-    let recipe = x86_recipe();
-    assert!(recipe.to_text().contains("x86=1"), "{recipe}");
+    for x86 in ["mix:x86=1", "mix:x86=2"] {
+        let recipe = x86_recipe().edit(x86, None).unwrap();
+        every_input_round_trips_with(&recipe);
+    }
+}
+
+fn every_input_round_trips_with(recipe: &Recipe) {
+    let recipe = recipe.clone();
     let mut inputs: Vec<(String, Vec<u8>)> = samples()
         .into_iter()
         .map(|(name, data)| (name.to_string(), data))
@@ -207,6 +214,29 @@ fn detection_chooses_it_for_an_x86_64_executable() {
     assert!(chooses(&this_executable()));
 }
 
+/// The stage for machine code (`x86=2`: instruction contexts, the families for text left
+/// out) writes less than the transform's stage (`x86=1`) on real x86-64 code.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn the_stage_for_machine_code_pays_on_an_executable() {
+    // 60,000 bytes of the test program's code: where its program headers say it is.
+    let whole = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+    let region = lmzip::transform::x86::detect(&whole[..whole.len().min(64 << 10)]).unwrap();
+    let start = region.start as usize;
+    let exe = &whole[start..(start + 60_000).min(whole.len())];
+    let size = |x86: &str| {
+        let recipe = x86_recipe().edit(x86, None).unwrap();
+        let packed = compress_bytes(&recipe, exe).unwrap();
+        assert_eq!(decompress_bytes(&packed).unwrap(), exe, "{x86}");
+        packed.len()
+    };
+    let (code, transform) = (size("mix:x86=2"), size("mix:x86=1"));
+    assert!(
+        (code as f64) < 0.98 * transform as f64,
+        "{code} against {transform}"
+    );
+}
+
 /// The command line: `--x86 auto` (the default) chooses it for an executable from standard
 /// input, `--x86 off` and `--x86 on` force it; decompression to standard output takes no flag.
 #[cfg(target_arch = "x86_64")]
@@ -216,13 +246,18 @@ fn the_command_line_chooses_and_forces_it() {
     let exe = this_executable();
     let exe = &exe[..40_000];
     let txt = text(5000);
-    let has = |packed: &[u8]| packed.windows(5).any(|w| w == b"x86=1");
+    // What the header says: no transform (None), or its value.
+    let has = |packed: &[u8]| {
+        let at = packed.windows(4).position(|w| w == b"x86=")?;
+        Some(packed[at + 4])
+    };
     for (args, data, want) in [
-        (&[][..], exe, true),
-        (&["--x86", "off"][..], exe, false),
-        (&["--x86", "auto"][..], &txt[..], false),
-        (&["--x86", "on"][..], &txt[..], true),
-        (&["--recipe", "mix:x86=1"][..], &txt[..], true),
+        (&[][..], exe, Some(b'2')),
+        (&["--x86", "off"][..], exe, None),
+        (&["--x86", "auto"][..], &txt[..], None),
+        (&["--x86", "on"][..], &txt[..], Some(b'2')),
+        (&["--recipe", "mix:x86=1"][..], &txt[..], Some(b'1')),
+        (&["--recipe", "mix:x86=2"][..], &txt[..], Some(b'2')),
     ] {
         let mut all = vec!["compress", "-c"];
         all.extend_from_slice(TINY);
@@ -270,7 +305,7 @@ fn a_bad_range_is_refused() {
         ("mix:x86=0,x86from=5", "need x86=1"),
         ("mix:x86=0,x86to=9", "need x86=1"),
         ("mix:x86=1,x86from=9,x86to=9", "after x86from"),
-        ("mix:x86=2", "x86 2 is not a transform"),
+        ("mix:x86=3", "x86 3 is not a transform"),
     ] {
         let err = match recipe.edit(text, None) {
             Err(e) => e.to_string(),

@@ -228,7 +228,11 @@ impl Options {
             weights,
             names,
         )
-        .and_then(|r| {
+        .and_then(|mut r| {
+            if let Some(mix) = r.mix.as_mut() {
+                let named = self.recipe_names("warm=");
+                crate::mix::warm::settle_with_x86(mix, named);
+            }
             r.validate().context("invalid model settings")?;
             let fit = !self
                 .recipe

@@ -247,6 +247,9 @@ impl RecipePlan {
             names,
         )?;
         self.knobs.apply(&mut recipe)?;
+        if let Some(mix) = recipe.mix.as_mut() {
+            crate::mix::warm::settle_with_x86(mix, !self.chooses_warm());
+        }
         if let Err(e) = recipe.validate() {
             return Err(match self.knobs.hidden {
                 Some(h) => hidden_error(&recipe, h, e),
@@ -307,13 +310,13 @@ impl Knobs {
         }
         match (self.x86.as_deref(), recipe.mix.as_mut()) {
             (Some("on"), Some(mix)) => {
-                (mix.x86, mix.x86_from, mix.x86_to) = (true, 0, 0);
+                (mix.x86, mix.x86_ops, mix.x86_from, mix.x86_to) = (true, true, 0, 0);
             }
             (Some("on"), None) => {
                 bail!("--x86 on: the transform is a setting of the mixing stage, which is off")
             }
             (Some("off"), Some(mix)) => {
-                (mix.x86, mix.x86_from, mix.x86_to) = (false, 0, 0);
+                (mix.x86, mix.x86_ops, mix.x86_from, mix.x86_to) = (false, false, 0, 0);
             }
             _ => {}
         }

@@ -56,6 +56,7 @@ pub mod text;
 pub mod warm;
 pub mod words;
 pub mod x86code;
+pub mod x86ops;
 
 pub use component::{Component, Declare, Push, Shared};
 pub use netmaps::NetMaps;

@@ -22,6 +22,7 @@ use super::tables::Tables;
 use super::text::{Text, TextSelect};
 use super::words::{PrevWord, TwoWords, Word};
 use super::x86code::X86Code;
+use super::x86ops::{X86Ops, X86Select};
 
 components! {
     /// The bias, the network, and the four base selectors.
@@ -62,4 +63,8 @@ components! {
     text_select: TextSelect,
     /// Operand contexts of x86 code (`x86`).
     x86_code: Tables<X86Code>,
+    /// Instruction contexts of x86 code (`x86` 2).
+    x86_ops: Tables<X86Ops>,
+    /// The selector by the place in an x86 instruction (`x86` 2).
+    x86_select: X86Select,
 }

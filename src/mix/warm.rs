@@ -294,6 +294,19 @@ pub fn keep_if_it_fits(spec: &mut super::MixSpec) {
     }
 }
 
+/// The stage for machine code (`x86=2`) has other mixer inputs than a warm start was learned
+/// for, so the two do not go together: where the start was asked for by name (`named`), the
+/// stage falls back to the transform's (`x86=1`), which fits it; otherwise the start, a
+/// level's, is left out, as it is for detected code (it loses on executables).
+pub fn settle_with_x86(spec: &mut super::MixSpec, named: bool) {
+    if spec.x86_ops && spec.warm != 0 {
+        match named {
+            true => spec.x86_ops = false,
+            false => spec.warm = 0,
+        }
+    }
+}
+
 /// Whether weights of shape `theirs` fit a mixer of shape `ours`: the same selectors, and
 /// `theirs`' inputs first among `ours`.
 pub fn check_shape(theirs: &Shape, ours: &Shape) -> Result<()> {
