@@ -21,11 +21,12 @@ fn x86_recipe() -> Recipe {
     recipe.edit("mix:x86=1", None).unwrap()
 }
 
-/// The same, predicting only and with a smaller stage: for inputs over a frame.
+/// Predicting only, with a smaller stage and both passes of the transform (`x86=2`): for
+/// inputs over a frame.
 fn fast_x86_recipe() -> Recipe {
     let recipe = tiny(ModelKind::Mamba1, None, 1);
     recipe
-        .edit("mix:orders=2,table=12,match=12,ext=0,x86=1", None)
+        .edit("mix:orders=2,table=12,match=12,ext=0,x86=2", None)
         .unwrap()
 }
 
@@ -165,11 +166,20 @@ fn frames_cut_instructions_and_still_round_trip() {
     let recipe = fast_x86_recipe();
     let mut data = code(FRAME_MAX - 3);
     data.extend_from_slice(&e8_dense(200, 3));
+    data.extend_from_slice(&code(FRAME_MAX));
     for cut in 1..=6 {
         // An instruction starting `cut` bytes before the boundary.
         let at = FRAME_MAX - cut;
         data[at] = 0xE8;
         data[at + 4] = 0x00;
+    }
+    // RIP-relative loads (`mov rax, [rip+d]`, 7 bytes) in the second megabyte, and one cut
+    // by its end.
+    for at in (FRAME_MAX + 1000..2 * FRAME_MAX - 100)
+        .step_by(9973)
+        .chain([2 * FRAME_MAX - 3])
+    {
+        data[at..at + 7].copy_from_slice(&[0x48, 0x8B, 0x05, 9, 8, 7, 0]);
     }
     let packed = assert_round_trip(&recipe, "over a frame", &data);
     // Pieces: the frames are cut every FRAME_MAX bytes whatever the pieces are.

@@ -460,11 +460,13 @@ fn flag(v: u32, key: &str) -> Result<(), String> {
 }
 
 impl MixSpec {
-    /// Where the x86 transform applies, when it does.
+    /// Where the x86 transform applies, and whether to RIP-relative displacements too
+    /// (`x86=2`), when it does.
     pub fn x86_region(&self) -> Option<crate::transform::x86::Region> {
         self.x86.then_some(crate::transform::x86::Region {
             start: self.x86_from,
             end: self.x86_to,
+            relative: self.x86_ops,
         })
     }
 

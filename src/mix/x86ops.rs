@@ -7,7 +7,8 @@
 //! The order-N tables see none of that where instructions have different lengths.
 //!
 //! The decoder reads the opcode maps of the x86 and x86-64 manuals (one byte, `0F`, `0F 38`,
-//! `0F 3A`, VEX) for what follows each opcode. It assumes 64-bit code (`40`–`4F` read as REX);
+//! `0F 3A`, VEX) for what follows each opcode, as the transform's does
+//! ([`crate::transform::x86::one_byte`]). It assumes 64-bit code (`40`–`4F` read as REX);
 //! in data, or where it guesses wrong, it falls back into step within a few instructions, and
 //! the mixer learns how far to trust it. Only contexts come from it: no coded value depends on
 //! its being right.
@@ -18,6 +19,7 @@ use super::component::{Component, Declare, Push, Shared};
 use super::counters::hash;
 use super::spec::{MixSpec, Part};
 use super::tables::Family;
+use crate::transform::x86::{one_byte, two_byte};
 
 /// What the next byte is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -172,46 +174,6 @@ impl X86Ops {
             _ => 0,
         };
         self.operand(Role::Disp, disp);
-    }
-}
-
-/// What follows a one-byte opcode: a ModRM byte, and how many immediate bytes (`z`: 4, or 2
-/// under an operand-size prefix). `F6`/`F7` take theirs by the ModRM byte.
-fn one_byte(op: u8, z: u8, rex_w: bool) -> (bool, u8) {
-    match op {
-        0x00..=0x3F => match op & 7 {
-            0..=3 => (true, 0),
-            4 => (false, 1),
-            5 => (false, z),
-            _ => (false, 0),
-        },
-        0x62 | 0x63 | 0x84..=0x8F | 0xD0..=0xD3 | 0xD8..=0xDF => (true, 0),
-        0xF6 | 0xF7 | 0xFE | 0xFF => (true, 0),
-        0x69 | 0x81 | 0xC7 => (true, z),
-        0x6B | 0x80 | 0x82 | 0x83 | 0xC0 | 0xC1 | 0xC6 => (true, 1),
-        0x68 | 0xA9 => (false, z),
-        0x6A | 0x70..=0x7F | 0xA8 | 0xB0..=0xB7 | 0xCD | 0xD4 | 0xD5 => (false, 1),
-        0xE0..=0xE7 | 0xEB => (false, 1),
-        0xB8..=0xBF if rex_w => (false, 8),
-        0xB8..=0xBF => (false, z),
-        0xE8 | 0xE9 => (false, 4),
-        0xC2 | 0xCA => (false, 2),
-        0xC8 => (false, 3),
-        0x9A | 0xEA => (false, 6),
-        0xA0..=0xA3 => (false, 8),
-        _ => (false, 0),
-    }
-}
-
-/// What follows a `0F` opcode (as [`one_byte`]).
-fn two_byte(op: u8, z: u8) -> (bool, u8) {
-    match op {
-        0x80..=0x8F => (false, z),
-        0x0F | 0x70..=0x73 | 0xA4 | 0xAC | 0xBA | 0xC2 | 0xC4..=0xC6 => (true, 1),
-        0x04..=0x0B | 0x0E | 0x30..=0x37 | 0x77 | 0xA0..=0xA2 | 0xA8..=0xAA | 0xC8..=0xCF => {
-            (false, 0)
-        }
-        _ => (true, 0),
     }
 }
 

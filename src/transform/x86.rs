@@ -19,6 +19,20 @@
 //! instruction (the frame's start plus `i` plus its length), modulo 2^25, and writes the sum
 //! back with top byte `FF` if its bit 24 is set, else `00`. The decoder subtracts `p`.
 //!
+//! # RIP-relative displacements (`mix:x86=2`)
+//!
+//! With `x86=2`, a first pass (before the scan above when encoding, after its inverse when
+//! decoding) walks the frame instruction by instruction from its first byte, by the lengths
+//! the opcode maps give ([`instruction_at`]): where an instruction's ModRM byte has mod `00`
+//! and r/m `101` (x86-64's RIP-relative operand), its 32-bit displacement becomes the target,
+//! the displacement plus `p` (the position in the member of the byte after the instruction)
+//! modulo 2^32; the decoder subtracts `p`. Every load of one global then carries the same
+//! four bytes. The walk reads prefixes, opcodes, ModRM, SIB and VEX bytes, never a
+//! displacement or an immediate (it steps over them by their lengths), and rewrites only such
+//! displacements, so over the transformed bytes it takes the same steps; an instruction cut
+//! by the frame's end ends the walk. In data the walk reads nonsense and rewrites some bytes
+//! as if they were displacements, which the decoder undoes as well.
+//!
 //! # Why the decoder decides what the encoder decided
 //!
 //! The scan reads the bytes at the positions it visits (the opcode, and the second byte of
@@ -48,6 +62,142 @@ fn instruction(bytes: &[u8], i: usize) -> Option<usize> {
         _ => return None,
     };
     (i + len <= bytes.len()).then_some(len)
+}
+
+/// What follows a one-byte opcode: a ModRM byte, and how many immediate bytes (`z`: 4, or 2
+/// under an operand-size prefix). `F6`/`F7` take theirs by the ModRM byte.
+pub(crate) fn one_byte(op: u8, z: u8, rex_w: bool) -> (bool, u8) {
+    match op {
+        0x00..=0x3F => match op & 7 {
+            0..=3 => (true, 0),
+            4 => (false, 1),
+            5 => (false, z),
+            _ => (false, 0),
+        },
+        0x62 | 0x63 | 0x84..=0x8F | 0xD0..=0xD3 | 0xD8..=0xDF => (true, 0),
+        0xF6 | 0xF7 | 0xFE | 0xFF => (true, 0),
+        0x69 | 0x81 | 0xC7 => (true, z),
+        0x6B | 0x80 | 0x82 | 0x83 | 0xC0 | 0xC1 | 0xC6 => (true, 1),
+        0x68 | 0xA9 => (false, z),
+        0x6A | 0x70..=0x7F | 0xA8 | 0xB0..=0xB7 | 0xCD | 0xD4 | 0xD5 => (false, 1),
+        0xE0..=0xE7 | 0xEB => (false, 1),
+        0xB8..=0xBF if rex_w => (false, 8),
+        0xB8..=0xBF => (false, z),
+        0xE8 | 0xE9 => (false, 4),
+        0xC2 | 0xCA => (false, 2),
+        0xC8 => (false, 3),
+        0x9A | 0xEA => (false, 6),
+        0xA0..=0xA3 => (false, 8),
+        _ => (false, 0),
+    }
+}
+
+/// What follows a `0F` opcode (as [`one_byte`]).
+pub(crate) fn two_byte(op: u8, z: u8) -> (bool, u8) {
+    match op {
+        0x80..=0x8F => (false, z),
+        0x0F | 0x70..=0x73 | 0xA4 | 0xAC | 0xBA | 0xC2 | 0xC4..=0xC6 => (true, 1),
+        0x04..=0x0B | 0x0E | 0x30..=0x37 | 0x77 | 0xA0..=0xA2 | 0xA8..=0xAA | 0xC8..=0xCF => {
+            (false, 0)
+        }
+        _ => (true, 0),
+    }
+}
+
+/// The instruction at `bytes[i]`: its length and, for a RIP-relative operand, the offset of
+/// its 32-bit displacement from `i`; `None` when it runs past the end of `bytes`. Reads only
+/// prefixes, opcode, ModRM, SIB and VEX bytes. A run of more than 14 prefixes is read as one
+/// instruction of prefixes.
+pub(crate) fn instruction_at(bytes: &[u8], i: usize) -> Option<(usize, Option<usize>)> {
+    let (mut p, mut opsize, mut rex_w) = (i, false, false);
+    loop {
+        match *bytes.get(p)? {
+            0x26 | 0x2E | 0x36 | 0x3E | 0x64 | 0x65 | 0x67 | 0xF0 | 0xF2 | 0xF3 => {}
+            0x66 => opsize = true,
+            b @ 0x40..=0x4F => rex_w |= b & 8 != 0,
+            _ => break,
+        }
+        p += 1;
+        if p - i > 14 {
+            return Some((p - i, None));
+        }
+    }
+    let z = if opsize { 2 } else { 4 };
+    let op = bytes[p];
+    p += 1;
+    let (modrm, mut imm) = match op {
+        0x0F => {
+            let second = *bytes.get(p)?;
+            p += 1;
+            match second {
+                0x38 | 0x3A => {
+                    p += 1;
+                    (true, (second == 0x3A) as u8)
+                }
+                _ => two_byte(second, z),
+            }
+        }
+        0xC4 | 0xC5 => {
+            let map = match op {
+                0xC4 => bytes.get(p)? & 0x1F,
+                _ => 1,
+            };
+            p += if op == 0xC4 { 2 } else { 1 };
+            let third = *bytes.get(p)?;
+            p += 1;
+            let imm = match map {
+                1 => two_byte(third, z).1,
+                3 => 1,
+                _ => 0,
+            };
+            (true, imm)
+        }
+        _ => one_byte(op, z, rex_w),
+    };
+    let mut rip = None;
+    if modrm {
+        let m = *bytes.get(p)?;
+        p += 1;
+        let (md, reg, rm) = (m >> 6, m >> 3 & 7, m & 7);
+        if matches!(op, 0xF6 | 0xF7) && reg < 2 {
+            imm = if op == 0xF6 { 1 } else { z };
+        }
+        p += match (md, rm) {
+            (3, _) => 0,
+            (_, 4) => {
+                let sib = *bytes.get(p)?;
+                p += 1;
+                match (md, sib & 7) {
+                    (1, _) => 1,
+                    (2, _) | (0, 5) => 4,
+                    _ => 0,
+                }
+            }
+            (0, 5) => {
+                rip = Some(p - i);
+                4
+            }
+            (1, _) => 1,
+            (2, _) => 4,
+            _ => 0,
+        };
+    }
+    p += imm as usize;
+    (p <= bytes.len()).then_some((p - i, rip))
+}
+
+/// The walk of `x86=2` (the module's rule), with `map(displacement, position)` for each
+/// RIP-relative displacement.
+fn walk(bytes: &mut [u8], start: u64, map: impl Fn(u32, u32) -> u32) {
+    let mut i = 0;
+    while let Some((len, rip)) = instruction_at(bytes, i) {
+        if let Some(at) = rip.map(|d| i + d) {
+            let v = u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+            let end = start.wrapping_add((i + len) as u64) as u32;
+            bytes[at..at + 4].copy_from_slice(&map(v, end).to_le_bytes());
+        }
+        i += len;
+    }
 }
 
 /// The scan of the module's rule, with `map(operand as 25 bits, position)` for each operand
@@ -80,11 +230,17 @@ fn scan(bytes: &mut [u8], start: u64, map: impl Fn(u32, u32) -> u32) {
 pub struct Region {
     pub start: u32,
     pub end: u32,
+    /// RIP-relative displacements too (`mix:x86=2`).
+    pub relative: bool,
 }
 
 impl Region {
     /// The whole member.
-    pub const ALL: Region = Region { start: 0, end: 0 };
+    pub const ALL: Region = Region {
+        start: 0,
+        end: 0,
+        relative: false,
+    };
 
     /// The part of a frame of `len` bytes at `at` in the member that the region holds: its
     /// range in the frame and its position in the member.
@@ -104,14 +260,22 @@ impl Region {
 /// end, so both directions cut the same part.
 pub fn encode_frame(region: Region, bytes: &mut [u8], at: u64) {
     if let Some((range, start)) = region.within(at, bytes.len()) {
-        encode(&mut bytes[range], start);
+        let bytes = &mut bytes[range];
+        if region.relative {
+            walk(bytes, start, |v, end| v.wrapping_add(end));
+        }
+        encode(bytes, start);
     }
 }
 
 /// Undoes [`encode_frame`].
 pub fn decode_frame(region: Region, bytes: &mut [u8], at: u64) {
     if let Some((range, start)) = region.within(at, bytes.len()) {
-        decode(&mut bytes[range], start);
+        let bytes = &mut bytes[range];
+        decode(bytes, start);
+        if region.relative {
+            walk(bytes, start, |v, end| v.wrapping_sub(end));
+        }
     }
 }
 
@@ -182,6 +346,7 @@ fn elf_code(s: &[u8]) -> Option<Region> {
     (lo < hi && hi <= u32::MAX as u64).then_some(Region {
         start: lo as u32,
         end: hi as u32,
+        relative: false,
     })
 }
 
@@ -258,6 +423,58 @@ mod tests {
         decode(&mut back, start);
         assert_eq!(back, data, "start {start}");
         t
+    }
+
+    /// Both passes of `x86=2` over a whole frame at `start`, and back.
+    fn round_trip_relative(data: &[u8], start: u64) -> Vec<u8> {
+        let region = Region {
+            relative: true,
+            ..Region::ALL
+        };
+        let mut t = data.to_vec();
+        encode_frame(region, &mut t, start);
+        let mut back = t.clone();
+        decode_frame(region, &mut back, start);
+        assert_eq!(back, data, "start {start}");
+        t
+    }
+
+    #[test]
+    fn instructions_have_the_lengths_of_the_manuals() {
+        let cases: [(&[u8], usize, Option<usize>); 12] = [
+            (&[0x55], 1, None),                                   // push rbp
+            (&[0x48, 0x89, 0xE5], 3, None),                       // mov rbp, rsp
+            (&[0x48, 0x83, 0xEC, 0x10], 4, None),                 // sub rsp, 0x10
+            (&[0x8B, 0x45, 0xFC], 3, None),                       // mov eax, [rbp-4]
+            (&[0x48, 0x8B, 0x05, 1, 2, 3, 4], 7, Some(3)),        // mov rax, [rip+d]
+            (&[0xC7, 0x05, 1, 2, 3, 4, 5, 6, 7, 8], 10, Some(2)), // mov dword [rip+d], imm32
+            (&[0x66, 0xC7, 0x05, 1, 2, 3, 4, 5, 6], 9, Some(3)),  // mov word [rip+d], imm16
+            (&[0xC7, 0x44, 0x24, 0x08, 1, 2, 3, 4], 8, None),     // mov dword [rsp+8], imm32
+            (&[0x48, 0xB8, 1, 2, 3, 4, 5, 6, 7, 8], 10, None),    // movabs rax, imm64
+            (&[0x0F, 0x85, 1, 2, 3, 4], 6, None),                 // jne rel32
+            (&[0xC5, 0xF9, 0x70, 0xC1, 0x1B], 5, None),           // vpshufd xmm0, xmm1, imm8
+            (&[0xF6, 0x05, 1, 2, 3, 4, 0x80], 7, Some(2)),        // test byte [rip+d], imm8
+        ];
+        for (bytes, len, rip) in cases {
+            assert_eq!(instruction_at(bytes, 0), Some((len, rip)), "{bytes:02x?}");
+            // Cut before its end, it is not read.
+            assert_eq!(instruction_at(&bytes[..len - 1], 0), None, "{bytes:02x?}");
+        }
+    }
+
+    #[test]
+    fn a_rip_relative_displacement_becomes_its_target() {
+        // nop; mov rax, [rip+0x10] at 1..8; ret: the target is 8 + 0x10 from the member's
+        // start 0x1000.
+        let code = [0x90, 0x48, 0x8B, 0x05, 0x10, 0, 0, 0, 0xC3];
+        let t = round_trip_relative(&code, 0x1000);
+        assert_eq!(&t[4..8], &(0x1000u32 + 8 + 0x10).to_le_bytes());
+        assert_eq!((&t[..4], t[8]), (&code[..4], 0xC3));
+        // The same instruction elsewhere points at the same place and reads the same.
+        let mut twice = code.to_vec();
+        twice.extend_from_slice(&[0x48, 0x8B, 0x05, 0x10 - 8, 0, 0, 0]);
+        let t = round_trip_relative(&twice, 0);
+        assert_eq!(t[4..8], t[12..16]);
     }
 
     #[test]
@@ -351,6 +568,22 @@ mod tests {
         fn e8_dense_bytes_invert(data in e8_dense(), start in 0u64..(1 << 26)) {
             round_trip(&data, start);
         }
+
+        #[test]
+        fn random_bytes_invert_with_rip_relative_displacements(
+            data in proptest::collection::vec(any::<u8>(), 0..2000),
+            start in any::<u64>(),
+        ) {
+            round_trip_relative(&data, start);
+        }
+
+        #[test]
+        fn e8_dense_bytes_invert_with_rip_relative_displacements(
+            data in e8_dense(),
+            start in 0u64..(1 << 26),
+        ) {
+            round_trip_relative(&data, start);
+        }
     }
 
     #[test]
@@ -363,16 +596,14 @@ mod tests {
                     [(state >> 61) as usize % 7]
             })
             .collect();
-        let regions = [
-            Region::ALL,
-            Region { start: 3, end: 0 },
-            Region { start: 10, end: 50 },
-            Region { start: 0, end: 7 },
-            Region {
-                start: 999,
-                end: 2001,
-            },
-        ];
+        let regions = [(0, 0), (3, 0), (10, 50), (0, 7), (999, 2001)];
+        let regions = regions.into_iter().flat_map(|(start, end)| {
+            [false, true].map(|relative| Region {
+                start,
+                end,
+                relative,
+            })
+        });
         for region in regions {
             for frame in [1, 5, 7, 16, 1000, 4096] {
                 let mut t = data.clone();
@@ -418,7 +649,8 @@ mod tests {
             detect(&elf),
             Some(Region {
                 start: 0x1000,
-                end: 0x3345
+                end: 0x3345,
+                relative: false,
             })
         );
         // Program headers beyond the sample: the whole input.
