@@ -546,8 +546,8 @@ pub struct ModelArgs {
     #[arg(long, value_name = "NAME|none")]
     pub prior: Option<String>,
 
-    /// The x86 transform: call and jump addresses in x86 and x86-64 machine code made
-    /// absolute before modelling, and the stage's instruction contexts (recorded in the header
+    /// The x86 transform: call, jump and RIP-relative addresses in x86 and x86-64 machine
+    /// code made absolute before modelling, and the stage's instruction contexts (recorded in the header
     /// as mix:x86=2); auto applies it to inputs whose first 64 KiB look like x86 code
     /// [default: auto]
     #[arg(long, value_name = "on|off|auto", value_parser = ["on", "off", "auto"])]

@@ -91,7 +91,8 @@ pub struct MixSpec {
     /// A key of the stage's item so that a header names it in a few bytes (`mix:x86=1`);
     /// lmzip chooses it by detection.
     pub x86: bool,
-    /// With the transform, the instruction contexts of src/mix/x86ops.rs (`mix:x86=2`).
+    /// With the transform, the instruction contexts of src/mix/x86ops.rs, and RIP-relative
+    /// displacements made absolute too, by a walk over instruction lengths (`mix:x86=2`).
     pub x86_ops: bool,
     /// Where in the member the x86 transform applies: bytes `x86from..x86to` (`x86to` 0: to
     /// the end); an ELF executable's code segments when detection found them.
@@ -381,7 +382,8 @@ pub static KEYS: [MixKey; 19] = [
             true => Ok(()),
             false => Err(format!(
                 "mix x86 {v} is not a transform this build knows (0: none, 1: the x86 call and \
-                 jump transform, 2: the transform and instruction contexts)"
+                 jump transform, 2: the transform with RIP-relative displacements, and \
+                 instruction contexts)"
             )),
         },
         implicit: Some(0),
