@@ -343,11 +343,23 @@ const MAX_CONTROLS_PER_MILLE: usize = 10;
 const MAX_ESCAPES_PER_MILLE: usize = 100;
 const MAX_HIGH_PER_MILLE_WITH_CONTROLS: usize = 10;
 
+/// Runs of at least this many printable ASCII bytes (and tab, line feed, carriage return) are
+/// strings ([`strings_per_mille`]).
+const STRING_RUN: usize = 8;
+
+/// Most bytes in a thousand in strings that binary data may hold for a prior of text and code to
+/// suit it: files that carry their names and messages as text (compiled Python, message
+/// catalogues, object files and databases of strings) gain by it, 1–10%; machine code, tables
+/// of numbers and compressed data, with fewer than one byte in ten in strings, lose or gain
+/// nothing (docs/experiments.md, "The prior for binaries with strings").
+const MIN_STRINGS_PER_MILLE: usize = 200;
+
 /// Whether a prior trained on text and code suits an input that starts with `sample`: text
 /// (ASCII or UTF-8) has almost no control bytes, and ASCII text with escape sequences no high
-/// bytes; executables, object files, spreadsheets, compressed and other binary data have many
-/// of both, and a prior of text cost them up to 4.5% (docs/experiments.md, "A built-in
-/// prior"). An empty sample suits (nothing is coded).
+/// bytes; and binary data suits where a fifth of it is in strings. Executables, spreadsheets,
+/// compressed and other binary data have many control and high bytes and few strings, and a
+/// prior of text cost them up to 4.5% (docs/experiments.md, "A built-in prior"). An empty
+/// sample suits (nothing is coded).
 pub fn suits(sample: &[u8]) -> bool {
     let controls = sample
         .iter()
@@ -358,6 +370,22 @@ pub fn suits(sample: &[u8]) -> bool {
     per_mille(controls, MAX_CONTROLS_PER_MILLE)
         || (per_mille(controls, MAX_ESCAPES_PER_MILLE)
             && per_mille(high, MAX_HIGH_PER_MILLE_WITH_CONTROLS))
+        || strings(sample) * 1000 >= sample.len() * MIN_STRINGS_PER_MILLE
+}
+
+/// Bytes of `sample` in runs of at least [`STRING_RUN`] printable ASCII bytes.
+fn strings(sample: &[u8]) -> usize {
+    let printable = |b: u8| matches!(b, 0x20..=0x7e | b'\t' | b'\n' | b'\r');
+    let (mut total, mut run) = (0, 0);
+    for &b in sample {
+        if printable(b) {
+            run += 1;
+        } else {
+            total += if run >= STRING_RUN { run } else { 0 };
+            run = 0;
+        }
+    }
+    total + if run >= STRING_RUN { run } else { 0 }
 }
 
 /// `recipe` with its network started from seeded weights instead of a prior.
@@ -474,16 +502,31 @@ mod tests {
         // ASCII text with escape sequences suits: a terminal session.
         let mut session = b"\x1b[1mls\x1b[0m -l: total 48, drwxr-xr-x src\n".repeat(50);
         assert!(suits(&session));
-        // Over one control byte in a hundred, with bytes above 0x7F, does not.
+        // Text with a few binary bytes is still mostly strings.
         text.extend_from_slice(&[0u8; 12]);
         text.extend_from_slice(&[0xE9; 12]);
-        assert!(!suits(&text));
+        assert!(suits(&text));
         session.extend_from_slice(&[0x80; 60]);
-        assert!(!suits(&session));
+        assert!(suits(&session));
+        // Short runs between control bytes (one in six) are not text, nor with bytes above
+        // 0x7F among escape sequences (one control byte in sixteen).
+        assert!(!suits(&b"ab cd\x01".repeat(200)));
+        assert!(!suits(&b"\x1b[1mls\xe9 -l\xe9x".repeat(100)));
         let binary: Vec<u8> = (0..4096u32)
             .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
             .collect();
         assert!(!suits(&binary));
+        // Binary data suits where a fifth of it is in strings of 8 printable bytes or more, as
+        // in compiled Python or a message catalogue; shorter runs do not count.
+        let mut strings = binary.clone();
+        strings.extend(b"\0\x01\xfe\x02name_of_a_function\x03".repeat(80));
+        assert!(suits(&strings));
+        let mut short = binary.clone();
+        short.extend(b"\0\x01\xfe\x02a_name\x03".repeat(120));
+        assert!(!suits(&short));
+        let mut few = binary;
+        few.extend(b"\0\x01\xfe\x02name_of_a_function\x03".repeat(30));
+        assert!(!suits(&few));
     }
 
     #[test]
