@@ -120,6 +120,7 @@ pub struct Options<'a> {
 /// the buffers of one frame (its bytes, and its coded words at their bound) and the program
 /// itself ([`PROGRAM_BYTES`]). An estimate from the recipe alone, made before anything is
 /// allocated; a run's peak resident memory stays below it by what the run leaves untouched.
+/// A member without frames (an empty input) builds no model, and needs none of it.
 pub fn memory_needed(recipe: &Recipe) -> u64 {
     let frame = FRAME_MAX + 4 * format::max_words(FRAME_MAX);
     recipe
@@ -635,8 +636,9 @@ pub struct StreamDecoder<R> {
 /// A member whose header is read.
 struct MemberDecoder {
     recipe: Recipe,
-    predictor: Box<dyn BytePredictor>,
-    stage: Option<Stage>,
+    /// Its model, built (after the memory check) when its first frame arrives: a member
+    /// without frames (an empty input) needs neither memory nor time for it.
+    model: Option<Model>,
     quantized: QuantizedPdf,
     crc: crc32fast::Hasher,
     /// Its next frame's index.
@@ -645,6 +647,23 @@ struct MemberDecoder {
     version: u8,
     /// Where it starts: in the stream, and in the output.
     start: (u64, u64),
+}
+
+/// A member's predictor and mixing stage.
+struct Model {
+    predictor: Box<dyn BytePredictor>,
+    stage: Option<Stage>,
+}
+
+impl Model {
+    /// The model of `recipe`, once the memory it needs is within `options`' limit.
+    fn build(recipe: &Recipe, options: &Options<'_>) -> Result<Self> {
+        check_memory(recipe, options)?;
+        Ok(Model {
+            predictor: predictor::build(recipe, options.weights)?,
+            stage: recipe.mix.as_ref().map(Stage::new).transpose()?,
+        })
+    }
 }
 
 impl<R: Read> StreamDecoder<R> {
@@ -704,12 +723,7 @@ impl<R: Read> StreamDecoder<R> {
                 };
                 header
             };
-            self.member = Some(MemberDecoder::start(
-                options,
-                header,
-                start,
-                &mut self.progress,
-            )?);
+            self.member = Some(MemberDecoder::start(header, start, &mut self.progress)?);
             if self.buf.is_empty() {
                 self.buf = vec![0u8; FRAME_MAX];
             }
@@ -729,6 +743,10 @@ impl<R: Read> StreamDecoder<R> {
             self.first.get_or_insert(recipe);
             self.model = model;
             return Ok(None);
+        };
+        let model = match &mut member.model {
+            Some(model) => model,
+            empty => empty.insert(Model::build(&member.recipe, options)?),
         };
         let bytes = &mut self.buf[..frame.raw_len];
         let bits_before = self.progress.bits;
@@ -753,9 +771,9 @@ impl<R: Read> StreamDecoder<R> {
         };
         let replay = matches!(direction, Direction::Replay);
         code_frame(
-            member.predictor.as_mut(),
+            model.predictor.as_mut(),
             &mut member.quantized,
-            member.stage.as_mut(),
+            model.stage.as_mut(),
             direction,
             bytes,
             &mut self.progress,
@@ -790,24 +808,15 @@ impl<R: Read> StreamDecoder<R> {
 }
 
 impl MemberDecoder {
-    /// Checks a member's header and builds its model.
-    fn start(
-        options: &Options<'_>,
-        header: format::Header,
-        start: (u64, u64),
-        progress: &mut Progress,
-    ) -> Result<Self> {
+    /// Checks a member's header (its model waits for its first frame).
+    fn start(header: format::Header, start: (u64, u64), progress: &mut Progress) -> Result<Self> {
         format::check_numerics(&header)?;
         let recipe = read_recipe(&header)?;
-        check_memory(&recipe, options)?;
-        let predictor = predictor::build(&recipe, options.weights)?;
-        let stage = recipe.mix.as_ref().map(Stage::new).transpose()?;
         progress.container_bytes += header.len;
         let version = header.format_version;
         Ok(MemberDecoder {
             recipe,
-            predictor,
-            stage,
+            model: None,
             quantized: QuantizedPdf::new(),
             crc: crc32fast::Hasher::new(),
             frame: 0,
@@ -842,8 +851,16 @@ impl MemberDecoder {
             }
             .into());
         }
-        let model = saved_model(self.predictor.as_ref(), options.save_model)?;
-        Ok((self.recipe, model))
+        let saved = match (options.save_model, self.model) {
+            (false, _) => None,
+            (true, Some(model)) => saved_model(model.predictor.as_ref(), true)?,
+            // A member without frames ends with the model it starts with.
+            (true, None) => saved_model(
+                Model::build(&self.recipe, options)?.predictor.as_ref(),
+                true,
+            )?,
+        };
+        Ok((self.recipe, saved))
     }
 }
 

@@ -257,6 +257,15 @@ fn memory_limits_refuse_before_building_anything() {
         "not a size",
     );
     assert_eq!(listing(d), names(&["piped.lmz", "small.lmz"]));
+    // An empty input keeps the level's sizes in its header, but its member has no frame to
+    // decode and builds no model: it decodes within any limit.
+    let empty = ok(run(d, &["-c"], b"")).stdout;
+    assert!(need(&empty) > 200 << 20, "{}", need(&empty));
+    fs::write(d.join("empty.lmz"), &empty).unwrap();
+    let back = ok(run(d, &["-d", "-c", "--memory", "8M", "empty.lmz"], b"")).stdout;
+    assert!(back.is_empty());
+    let info = String::from_utf8(ok(run(d, &["info", "empty.lmz"], b"")).stdout).unwrap();
+    assert!(info.contains("memory to decode: 4 MiB"), "{info}");
 }
 
 #[test]

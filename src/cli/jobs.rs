@@ -739,11 +739,12 @@ fn numerics_text(version: u8) -> String {
     }
 }
 
-/// The memory decoding needs ([`codec::memory_needed`]): the most any member needs (members
-/// are decoded one after another), or why it is not known.
+/// The memory decoding needs ([`codec::memory_needed`]): the most any member with frames needs
+/// (members are decoded one after another, and one without frames builds no model), or why it
+/// is not known.
 fn decode_memory(members: &[format::Layout]) -> String {
-    let mut most = 0;
-    for m in members {
+    let mut most = codec::PROGRAM_BYTES as u64;
+    for m in members.iter().filter(|m| m.frames > 0) {
         match codec::read_recipe(&m.header) {
             Ok(recipe) => most = most.max(codec::memory_needed(&recipe)),
             Err(_) => return "unknown (a recipe this build cannot read)".into(),
