@@ -490,11 +490,20 @@ pub fn compress(
             .read_to_end(&mut sample)
             .context("cannot read input")?;
     }
-    if choose_prior && !crate::prior::suits(&sample[..sample.len().min(crate::prior::SAMPLE)]) {
+    let head = &sample[..sample.len().min(crate::prior::SAMPLE)];
+    if choose_prior && !crate::prior::suits(head) {
         recipe = Cow::Owned(match options.seeded {
             Some(seeded) => seeded.clone(),
             None => crate::prior::without(&recipe),
         });
+    } else if choose_prior
+        && !crate::prior::is_text(head)
+        && let Some(seeded) = options.seeded
+        && crate::prior::without(seeded).base == crate::prior::without(&recipe).base
+    {
+        // Binary data with strings: the prior, with the training of the level's seeded
+        // network where that is the same network (levels 1-3; [`crate::prior::is_text`]).
+        recipe = Cow::Owned(crate::prior::with_number(seeded, recipe.config().prior()));
     }
     if choose_x86 {
         use crate::transform::x86::{Region, SAMPLE, detect};
