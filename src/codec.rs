@@ -860,14 +860,14 @@ impl MemberDecoder {
             }
             .into());
         }
-        let saved = match (options.save_model, self.model) {
-            (false, _) => None,
-            (true, Some(model)) => saved_model(model.predictor.as_ref(), true)?,
+        let saved = match self.model {
+            Some(model) => saved_model(model.predictor.as_ref(), options.save_model)?,
             // A member without frames ends with the model it starts with.
-            (true, None) => saved_model(
+            None if options.save_model => saved_model(
                 Model::build(&self.recipe, options)?.predictor.as_ref(),
                 true,
             )?,
+            None => None,
         };
         Ok((self.recipe, saved))
     }

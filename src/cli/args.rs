@@ -547,8 +547,8 @@ pub struct ModelArgs {
     pub prior: Option<String>,
 
     /// The x86 transform: call, jump and RIP-relative addresses in x86 and x86-64 machine
-    /// code made absolute before modelling, and the stage's instruction contexts (recorded in the header
-    /// as mix:x86=2); auto applies it to inputs whose first 64 KiB look like x86 code
+    /// code made absolute before modelling, and the stage's instruction contexts (recorded in
+    /// the header as mix:x86=2); auto applies it to inputs whose first 64 KiB look like x86 code
     /// [default: auto]
     #[arg(long, value_name = "on|off|auto", value_parser = ["on", "off", "auto"])]
     pub x86: Option<String>,

@@ -344,13 +344,13 @@ const MAX_ESCAPES_PER_MILLE: usize = 100;
 const MAX_HIGH_PER_MILLE_WITH_CONTROLS: usize = 10;
 
 /// Runs of at least this many printable ASCII bytes (and tab, line feed, carriage return) are
-/// strings ([`strings_per_mille`]).
+/// strings ([`strings`]).
 const STRING_RUN: usize = 8;
 
-/// Most bytes in a thousand in strings that binary data may hold for a prior of text and code to
+/// Bytes in a thousand that binary data must hold in strings for a prior of text and code to
 /// suit it: files that carry their names and messages as text (compiled Python, message
-/// catalogues, object files and databases of strings) gain by it, 1–10%; machine code, tables
-/// of numbers and compressed data, with fewer than one byte in ten in strings, lose or gain
+/// catalogues, object files and databases of strings) gain by it, 1–13%; machine code, tables
+/// of numbers and compressed data, with about one byte in ten in strings or fewer, lose or gain
 /// nothing (docs/experiments.md, "The prior for binaries with strings").
 const MIN_STRINGS_PER_MILLE: usize = 200;
 
