@@ -271,7 +271,13 @@ pub fn stored_base(numerics: u8, kind: ModelKind, number: u8) -> Option<Recipe> 
     match number {
         1..=MAX_LEVEL => Some(recipe_of(numerics, kind, number)),
         n if numerics >= 9 && (SEEDED_BASE + 1..=SEEDED_BASE + MAX_LEVEL).contains(&n) => {
-            Some(seeded_recipe(kind, n - SEEDED_BASE))
+            let mut seeded = seeded_recipe(kind, n - SEEDED_BASE);
+            if numerics <= 9
+                && let Some(mix) = seeded.mix.as_mut()
+            {
+                mix.follow = false;
+            }
+            Some(seeded)
         }
         _ => None,
     }
@@ -296,7 +302,8 @@ pub fn describe_base(number: u8) -> String {
 /// level's mixer had young weight sets (`mix:young`); up to version 8 levels 4–9 of Mamba-1
 /// had one network for every input, the one they now keep for inputs their prior does not
 /// suit, and levels 1–3 trained their prior's network as they now train their seeded one
-/// (windows to 16 bytes at 0.002); the rest of the table is the same.
+/// (windows to 16 bytes at 0.002); up to version 9 no level's match model followed a broken
+/// match (`mix:follow`); the rest of the table is the same.
 pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
     let mut recipe = match (numerics, kind, entry(level).mamba1_seeded) {
         // Levels 1–3 trained their prior's network as their seeded one is trained now.
@@ -307,6 +314,11 @@ pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
         (..=8, ModelKind::Mamba1, Some(text)) => from_text(kind, text),
         _ => table_recipe(kind, level),
     };
+    if numerics <= 9
+        && let Some(mix) = recipe.mix.as_mut()
+    {
+        mix.follow = false;
+    }
     if numerics <= 7
         && let Some(mix) = recipe.mix.as_mut()
     {
@@ -378,6 +390,7 @@ fn from_text(kind: ModelKind, text: &str) -> Recipe {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mix::MixSpec;
     use crate::recipe::{AdamSettings, LiveState, RateSchedule};
 
     #[test]
@@ -505,8 +518,12 @@ mod tests {
             assert_eq!(seeded.mix, r.mix, "level {level}: the same stage");
             // What each level meant up to numerics 8 (levels 1–3 started from the prior where
             // it suited, 4–9 never did), trained otherwise than the prior's network now.
-            let earlier = recipe_of(8, ModelKind::Mamba1, level);
-            assert_eq!(seeded, crate::prior::without(&earlier), "level {level}");
+            // (And without the match model's `follow`, from numerics 10.)
+            let mut earlier = crate::prior::without(&recipe_of(8, ModelKind::Mamba1, level));
+            if let Some(mix) = earlier.mix.as_mut() {
+                mix.follow = true;
+            }
+            assert_eq!(seeded, earlier, "level {level}");
             assert_ne!(seeded, crate::prior::without(&r), "level {level}");
             assert!(seeded.config().param_count() >= r.config().param_count());
         }
@@ -537,5 +554,26 @@ mod tests {
         assert_eq!(describe_base(14), "level 4's seeded network");
         assert_eq!(describe_base(4), "level 4");
         assert_eq!(stored_bases(ModelKind::Rwkv7).len(), MAX_LEVEL as usize);
+    }
+
+    /// Numerics 10 gave every level `mix:follow`: a number in a header of 9 names the level,
+    /// or its seeded recipe, without it; of 10, with it.
+    #[test]
+    fn numerics_9_names_its_levels_without_follow() {
+        for kind in [ModelKind::Mamba1, ModelKind::Rwkv7] {
+            for (number, base) in stored_bases(kind) {
+                let follow = |numerics| stored_base(numerics, kind, number).unwrap().mix.unwrap();
+                let (old, new) = (follow(9), follow(10));
+                assert!(!old.follow && new.follow, "{kind:?} {number}");
+                assert_eq!(
+                    MixSpec {
+                        follow: true,
+                        ..old
+                    },
+                    new
+                );
+                assert_eq!(Some(new), base.mix);
+            }
+        }
     }
 }

@@ -41,6 +41,11 @@ pub struct Shared {
     pub prev_word: u32,
     /// Hash of the word before `prev_word`.
     pub prev_word2: u32,
+    /// What the match model expects of the next byte, set at each byte boundary: the byte
+    /// (none without a match model or a match) and the match's length
+    /// ([`super::matcher::MatchModel::match_len`]).
+    pub match_byte: Option<u8>,
+    pub match_len: u32,
 }
 
 impl Shared {
@@ -54,6 +59,8 @@ impl Shared {
             word: 0,
             prev_word: 0,
             prev_word2: 0,
+            match_byte: None,
+            match_len: 0,
         }
     }
 

@@ -13,10 +13,17 @@ use crate::kernels;
 /// Largest weight magnitude (64.0): keeps a run of surprises from pushing weights anywhere.
 const W_MAX: i32 = 64 << 16;
 
-/// One layer with selectable weight sets.
+/// One layer with selectable weight sets. A set takes its starting weights when it is first
+/// chosen, not before: its memory is zeroed pages until then, which the system hands out only
+/// when written, so the sets an input never chooses (most of the sets by the last byte, on
+/// text) cost nothing. No value depends on it: a set is read and written only once chosen.
 pub struct Mixer {
     inputs: usize,
     weights: Vec<i32>,
+    /// The starting weights of every set.
+    init: Vec<i32>,
+    /// Per set: whether it has its starting weights (it has been chosen, or set).
+    ready: Vec<bool>,
     /// Offset of the selected set in `weights`.
     selected: usize,
     /// Learning rate, in 1/16384 per (stretch unit × 12-bit error).
@@ -47,13 +54,11 @@ impl Mixer {
     /// `sets` weight sets over `inputs` inputs, each starting as `init`.
     pub fn new(inputs: usize, sets: usize, rate: i32, init: &[i32]) -> Self {
         debug_assert_eq!(init.len(), inputs);
-        let mut weights = Vec::with_capacity(inputs * sets);
-        for _ in 0..sets {
-            weights.extend_from_slice(init);
-        }
         Mixer {
             inputs,
-            weights,
+            weights: vec![0; inputs * sets],
+            init: init.to_vec(),
+            ready: vec![false; sets],
             selected: 0,
             rate,
             dot: 0,
@@ -68,14 +73,34 @@ impl Mixer {
         self
     }
 
-    /// Every set's weights, set after set.
-    pub fn weights(&self) -> &[i32] {
-        &self.weights
+    /// Its number of weight sets.
+    pub fn sets(&self) -> usize {
+        self.ready.len()
     }
 
-    /// Every set's weights, to start from others than `init` (src/mix/warm.rs).
-    pub fn weights_mut(&mut self) -> &mut [i32] {
-        &mut self.weights
+    /// Every set's weights, set after set (a set not yet chosen has its starting weights).
+    pub fn weights(&self) -> Vec<i32> {
+        let mut all = self.weights.clone();
+        for (set, _) in self.ready.iter().enumerate().filter(|(_, ready)| !**ready) {
+            all[set * self.inputs..(set + 1) * self.inputs].copy_from_slice(&self.init);
+        }
+        all
+    }
+
+    /// Set `set`'s weights, to start from others than `init` (src/mix/warm.rs).
+    pub fn set_mut(&mut self, set: usize) -> &mut [i32] {
+        self.prepare(set);
+        &mut self.weights[set * self.inputs..(set + 1) * self.inputs]
+    }
+
+    /// Gives set `set` its starting weights when it has none yet.
+    #[inline]
+    fn prepare(&mut self, set: usize) {
+        if !self.ready[set] {
+            self.ready[set] = true;
+            let at = set * self.inputs;
+            self.weights[at..at + self.inputs].copy_from_slice(&self.init);
+        }
     }
 
     /// Bytes of memory a mixer of these sizes takes (with young sets, a count per set).
@@ -86,6 +111,7 @@ impl Mixer {
     /// Mixes `x` with weight set `set`; returns the prediction in stretch units.
     pub fn mix(&mut self, x: &[i32], set: usize) -> i32 {
         debug_assert_eq!(x.len(), self.inputs);
+        self.prepare(set);
         self.selected = set * self.inputs;
         let w = &self.weights[self.selected..self.selected + self.inputs];
         let sum = kernels::mixing::dot(x, w);
@@ -260,6 +286,25 @@ mod tests {
         assert!(cost_late / 200.0 < 0.2, "{cost_late}");
         let w = &m.weights;
         assert!(w[0] > 4 * w[1].abs(), "{w:?}");
+    }
+
+    /// A set takes its starting weights when first chosen or set; until then it reads as
+    /// them and its memory is untouched zeros.
+    #[test]
+    fn a_set_starts_when_first_chosen() {
+        let init = [100, -200];
+        let mut m = Mixer::new(2, 4, 3, &init);
+        assert_eq!(m.weights(), init.repeat(4));
+        assert!(m.weights.iter().all(|&w| w == 0));
+        m.mix(&[512, 512], 2);
+        m.update(&[512, 512], 1);
+        m.set_mut(0)[1] = 7;
+        let w = m.weights();
+        assert_eq!(w[..2], [100, 7]);
+        assert!(w[4..6] != init && w[4..6].iter().all(|&x| x > -200));
+        assert_eq!((&w[2..4], &w[6..]), (&init[..], &init[..]));
+        assert_eq!(m.weights[2..4], [0, 0], "set 1 untouched");
+        assert_eq!(m.ready, [true, false, true, false]);
     }
 
     /// With young sets, a set seen for the first time learns fast even after others have had

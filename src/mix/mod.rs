@@ -38,6 +38,7 @@ pub mod base;
 pub mod columns;
 pub mod component;
 pub mod counters;
+pub mod expected;
 pub mod indirect;
 pub mod logistic;
 pub mod matcher;
@@ -225,6 +226,11 @@ impl Stage {
             s.word = 0;
         }
         self.parts.learn_byte(&self.shared, byte);
+        if let Some(m) = &self.parts.matcher {
+            let s = &mut self.shared;
+            s.match_byte = m.expected_byte();
+            s.match_len = m.match_len();
+        }
         self.start_byte();
     }
 

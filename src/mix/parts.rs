@@ -10,6 +10,7 @@ use std::io;
 use super::base::{Base, LastByte, SecondByte};
 use super::columns::Columns;
 use super::component::{Component, Declare, Push, Shared, components};
+use super::expected::Expected;
 use super::indirect::Indirect;
 use super::matcher::MatchModel;
 use super::nesting::Nesting;
@@ -67,4 +68,6 @@ components! {
     x86_ops: Tables<X86Ops>,
     /// The selector by the place in an x86 instruction (`x86` 2).
     x86_select: X86Select,
+    /// Counters by the byte the match model expects (`follow`).
+    expected: Tables<Expected>,
 }

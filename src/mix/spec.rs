@@ -107,6 +107,12 @@ pub struct MixSpec {
     /// times `rate` and decays with its own updates (src/mix/mixer.rs), in place of the
     /// global decay of `ext` 4. In the levels from numerics 8.
     pub young: bool,
+    /// The match model follows its match past a miss ([`super::matcher::FOLLOW_MISSES`]),
+    /// and, near bytes that text does not have, two tables count by the byte it expects
+    /// ([`super::expected`]); the history after the last three bytes is then sized a quarter
+    /// as large from `cap` 19 ([`Part::After3`]), which pays for them. In the levels from
+    /// numerics 10.
+    pub follow: bool,
 }
 
 /// What `cap` sizes apart ([`MixSpec::part_bits`]): each family of tables, map or window
@@ -137,6 +143,8 @@ pub enum Part {
     Match,
     /// The indirect history by the last three bytes.
     After3,
+    /// The tables by the match model's expected byte (`follow`).
+    Expected,
 }
 
 impl Part {
@@ -147,8 +155,11 @@ impl Part {
     /// than the high orders. From `cap` 19 on (inputs over 64 KiB) the budget is looser and
     /// the record tables, the match window, the history and the SSE map by two bytes keep
     /// more; the text tables from `cap` 21 (inputs over 1 MiB). The last two since numerics 6,
-    /// which made room for the text tables within the memory goals.
-    pub fn offset(self, cap: u32) -> i32 {
+    /// which made room for the text tables within the memory goals. With `follow` (numerics
+    /// 10) the history by three bytes is a quarter as large from `cap` 19: 1.3 MiB less at
+    /// 1 MiB, where the history held three times the contexts the input had (enwik6 +4 bytes,
+    /// obj2 +24), for the expected-byte tables and the memory goals.
+    pub fn offset(self, cap: u32, follow: bool) -> i32 {
         let large = cap >= 19;
         match self {
             Part::Table => 0,
@@ -163,6 +174,8 @@ impl Part {
             Part::Map1 => -6,
             Part::Map2 if large => -4,
             Part::Map2 => -5,
+            Part::After3 if follow => -2,
+            Part::Expected => -5,
             Part::Match | Part::After3 if large => 0,
             Part::Match | Part::After3 => -1,
         }
@@ -200,7 +213,7 @@ pub struct MixKey {
 }
 
 /// The keys of `mix:` in canonical order.
-pub static KEYS: [MixKey; 19] = [
+pub static KEYS: [MixKey; 20] = [
     MixKey {
         name: "orders",
         get: |m| m.orders,
@@ -423,6 +436,13 @@ pub static KEYS: [MixKey; 19] = [
         check: |v| flag(v, "young"),
         implicit: Some(0),
     },
+    MixKey {
+        name: "follow",
+        get: |m| m.follow as u32,
+        set: |m, v| m.follow = v != 0,
+        check: |v| flag(v, "follow"),
+        implicit: Some(0),
+    },
 ];
 
 /// The key named `name`.
@@ -512,6 +532,8 @@ impl MixSpec {
         warm: 0,
         // In the levels from numerics 8 (files of 7 and older read without it).
         young: true,
+        // In the levels from numerics 10 (files of 9 and older read without it).
+        follow: true,
     };
 
     /// `self` with every key that has an implicit value ([`MixKey::implicit`]) set to it: the
@@ -600,7 +622,7 @@ impl MixSpec {
     pub fn part_bits(&self, part: Part, bits: u32, fit_below: u32) -> u32 {
         match self.cap {
             0 => self.fit_cap(bits, fit_below),
-            cap => bits.min((cap as i32 + part.offset(cap)).max(12) as u32),
+            cap => bits.min((cap as i32 + part.offset(cap, self.follow)).max(12) as u32),
         }
     }
 

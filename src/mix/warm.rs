@@ -102,8 +102,8 @@ impl MixerWeights {
     pub fn of(mixer: &Mixer2, shape: &Shape) -> Self {
         MixerWeights {
             shape: shape.clone(),
-            first: mixer.first().iter().map(|m| m.weights().to_vec()).collect(),
-            last: mixer.last().weights().to_vec(),
+            first: mixer.first().iter().map(|m| m.weights()).collect(),
+            last: mixer.last().weights(),
         }
     }
 
@@ -111,18 +111,16 @@ impl MixerWeights {
     /// first inputs; the mixer's further inputs keep their starting weights.
     pub fn apply_to(&self, mixer: &mut Mixer2) {
         let inputs = self.shape.init.len();
-        for ((m, w), &sets) in mixer
-            .first_mut()
-            .iter_mut()
-            .zip(&self.first)
-            .zip(&self.shape.sets)
-        {
-            let stride = m.weights().len() / sets;
-            for (ours, theirs) in m.weights_mut().chunks_mut(stride).zip(w.chunks(inputs)) {
-                ours[..inputs].copy_from_slice(theirs);
+        for (m, w) in mixer.first_mut().iter_mut().zip(&self.first) {
+            for (set, theirs) in w.chunks(inputs).enumerate() {
+                m.set_mut(set)[..inputs].copy_from_slice(theirs);
             }
         }
-        mixer.last_mut().weights_mut().copy_from_slice(&self.last);
+        let last = mixer.last_mut();
+        let k = self.last.len() / last.sets();
+        for (set, theirs) in self.last.chunks(k).enumerate() {
+            last.set_mut(set).copy_from_slice(theirs);
+        }
     }
 
     /// The stored form (module docs): moved sets only, at 8 fractional bits.
@@ -172,17 +170,18 @@ fn load(bytes: &[u8], mixer: &mut Mixer2, ours: &Shape) -> Result<()> {
     let theirs = read_shape(&mut r)?;
     check_shape(&theirs, ours)?;
     let inputs = theirs.init.len();
-    for w in mixer.last_mut().weights_mut() {
-        *w = i32::from_le_bytes(r.array()?);
+    let last = mixer.last_mut();
+    for set in 0..last.sets() {
+        for w in last.set_mut(set) {
+            *w = i32::from_le_bytes(r.array()?);
+        }
     }
     for (m, &n) in mixer.first_mut().iter_mut().zip(&theirs.sets) {
         let bitmap = r.take(n.div_ceil(8))?;
-        let stride = m.weights().len() / n;
-        for (s, set) in m.weights_mut().chunks_mut(stride).enumerate() {
-            if bitmap[s / 8] >> (s % 8) & 1 == 1 {
-                for w in &mut set[..inputs] {
-                    *w = (i16::from_le_bytes(r.array()?) as i32) << 8;
-                }
+        // Sets that did not move keep their starting weights, given when first chosen.
+        for s in (0..n).filter(|s| bitmap[s / 8] >> (s % 8) & 1 == 1) {
+            for w in &mut m.set_mut(s)[..inputs] {
+                *w = (i16::from_le_bytes(r.array()?) as i32) << 8;
             }
         }
     }
