@@ -6,7 +6,8 @@
 //! - [`counters`]: order-0 to order-N contexts, the current word (and the one before it),
 //!   sparse and record contexts, in hashed tables of adaptive counters — each, with `conf`,
 //!   also refined by a map learned from its count and whether its history was deterministic;
-//! - [`matcher`]: the longest recent match of the last bytes and the byte that followed it;
+//! - [`matcher`]: the longest recent match of the last bytes and the byte that followed it
+//!   (with `follow`, followed past a miss, and [`expected`]: counters by the byte it expects);
 //! - [`mixer`]: a two-layer logistic mixer with weight sets chosen by small contexts (with
 //!   `ext` 4, a rate that starts higher and decays; with `young`, each set's rate decays with
 //!   its own updates);
