@@ -3,7 +3,7 @@
 //! In a table of records a field that changes row by row keeps missing, the fields around it
 //! hold; the match model's confidence by length alone cannot tell them apart. Text sits them
 //! out (they cost a little on text, measured on prose, source and markup), as the second sparse
-//! contexts do ([`BINARY_SPAN`]).
+//! contexts do ([`BinaryClock::near_binary`]).
 
 use std::io;
 
@@ -15,9 +15,6 @@ use super::tables::{BinaryClock, Family};
 /// Log2 counters of each table at most: the contexts are few (measured against 2^30, the
 /// quarter tables' size, on 21 binaries: 0.01% apart).
 const EXPECTED_BITS: u32 = 15;
-
-/// Bytes after the last byte that text does not have during which the tables are on.
-const BINARY_SPAN: u64 = 64;
 
 pub struct Expected {
     clock: BinaryClock,
@@ -43,7 +40,7 @@ impl Family for Expected {
     }
 
     fn active(&self) -> bool {
-        self.clock.since_binary().is_some_and(|d| d < BINARY_SPAN)
+        self.clock.near_binary()
     }
 
     /// The expected byte (0x100 + byte; 0 for none) with the match length in four classes,

@@ -82,10 +82,6 @@ pub struct Sparse2 {
     clock: BinaryClock,
 }
 
-/// Bytes after the last byte that text does not have (a control character or one above 126)
-/// during which [`Sparse2`] stays on: text sits it out (no time, no noise in the mix).
-const BINARY_SPAN: u64 = 64;
-
 const SPARSE2: [u64; 8] = [
     0xff_0000,
     0xf0f0,
@@ -117,7 +113,7 @@ impl Family for Sparse2 {
     }
 
     fn active(&self) -> bool {
-        self.clock.since_binary().is_some_and(|d| d < BINARY_SPAN)
+        self.clock.near_binary()
     }
 
     fn contexts(&self, s: &Shared, out: &mut [u32]) {

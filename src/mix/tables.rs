@@ -215,4 +215,15 @@ impl BinaryClock {
     pub fn since_binary(&self) -> Option<u64> {
         (self.last_binary > 0).then(|| self.pos - self.last_binary)
     }
+
+    /// Whether a byte that text does not have came within the last [`BINARY_SPAN`] bytes:
+    /// where the families for binary data are on, so that text sits them out (no time, no
+    /// noise in the mix).
+    pub fn near_binary(&self) -> bool {
+        self.since_binary().is_some_and(|d| d < BINARY_SPAN)
+    }
 }
+
+/// Bytes after the last byte that text does not have (a control character or one above 126)
+/// during which the families for binary data stay on ([`BinaryClock::near_binary`]).
+pub const BINARY_SPAN: u64 = 64;
