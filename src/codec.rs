@@ -303,8 +303,8 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
 /// input bytes whatever the pieces were.
 pub struct MemberEncoder {
     recipe: Recipe,
-    predictor: Box<dyn BytePredictor>,
-    stage: Option<Stage>,
+    /// `None` for a member known to stay empty ([`MemberEncoder::start_empty`]).
+    model: Option<Model>,
     quantized: QuantizedPdf,
     /// Input of the frame being filled (fewer than [`FRAME_MAX`] bytes between calls).
     pending: Vec<u8>,
@@ -321,6 +321,26 @@ impl MemberEncoder {
     /// positions must be in bytes ([`Recipe::resolve`] turns percent into bytes once the
     /// input's length is known).
     pub fn start(recipe: &Recipe, options: &Options<'_>, output: &mut impl Write) -> Result<Self> {
+        Self::begin(recipe, options, output, true)
+    }
+
+    /// [`MemberEncoder::start`] for an input known to be empty: a member without frames, whose
+    /// decoding builds no model ([`memory_needed`] does not apply), so this one builds none
+    /// either and no memory limit refuses it. Given any input, it fails.
+    fn start_empty(
+        recipe: &Recipe,
+        options: &Options<'_>,
+        output: &mut impl Write,
+    ) -> Result<Self> {
+        Self::begin(recipe, options, output, false)
+    }
+
+    fn begin(
+        recipe: &Recipe,
+        options: &Options<'_>,
+        output: &mut impl Write,
+        with_model: bool,
+    ) -> Result<Self> {
         recipe.validate()?;
         if !recipe.is_resolved() {
             return Err(crate::recipe::UnresolvedPercent.into());
@@ -333,9 +353,9 @@ impl MemberEncoder {
                 format::RECIPE_MAX
             );
         }
-        check_memory(recipe, options)?;
-        let predictor = predictor::build(recipe, options.weights)?;
-        let stage = recipe.mix.as_ref().map(Stage::new).transpose()?;
+        let model = with_model
+            .then(|| Model::build(recipe, options))
+            .transpose()?;
         let mut out = Counting {
             inner: output,
             count: 0,
@@ -343,8 +363,7 @@ impl MemberEncoder {
         let header_len = format::write_header(&mut out, &stored).context("cannot write output")?;
         Ok(MemberEncoder {
             recipe: recipe.clone(),
-            predictor,
-            stage,
+            model,
             quantized: QuantizedPdf::new(),
             pending: Vec::with_capacity(FRAME_MAX),
             crc: crc32fast::Hasher::new(),
@@ -399,6 +418,9 @@ impl MemberEncoder {
 
     /// Codes the pending input as one frame and writes it.
     fn code_pending(&mut self, output: &mut impl Write, report: ProgressFn<'_>) -> Result<()> {
+        let Some(model) = self.model.as_mut() else {
+            anyhow::bail!("a member started as empty was given input");
+        };
         let n = self.pending.len();
         self.crc.update(&self.pending);
         if let Some(region) = x86(&self.recipe) {
@@ -408,9 +430,9 @@ impl MemberEncoder {
         let bits_before = self.progress.bits;
         let mut enc = Encoder::new();
         code_frame(
-            self.predictor.as_mut(),
+            model.predictor.as_mut(),
             &mut self.quantized,
-            self.stage.as_mut(),
+            model.stage.as_mut(),
             Direction::Encode(&mut enc),
             &mut self.pending,
             &mut self.progress,
@@ -453,7 +475,10 @@ impl MemberEncoder {
         // The last report counts the whole stream, as the decoder's does.
         report(self.progress)?;
         self.written += out.count;
-        let model = saved_model(self.predictor.as_ref(), self.save_model)?;
+        let model = match &self.model {
+            Some(model) => saved_model(model.predictor.as_ref(), self.save_model)?,
+            None => None,
+        };
         Ok(Summary {
             raw_bytes: len,
             lmz_bytes: self.written,
@@ -483,13 +508,12 @@ pub fn compress(
     let mut recipe = Cow::Borrowed(recipe);
     let choose_prior = options.choose_prior && recipe.config().prior() != 0;
     let choose_x86 = options.choose_x86 && recipe.mix.is_some();
-    if choose_prior || choose_x86 {
-        let want = crate::prior::SAMPLE.max(crate::transform::x86::SAMPLE);
-        (&mut input)
-            .take(want as u64)
-            .read_to_end(&mut sample)
-            .context("cannot read input")?;
-    }
+    // Read whether or not a choice needs it: an empty sample is an empty input.
+    let want = crate::prior::SAMPLE.max(crate::transform::x86::SAMPLE);
+    (&mut input)
+        .take(want as u64)
+        .read_to_end(&mut sample)
+        .context("cannot read input")?;
     let head = &sample[..sample.len().min(crate::prior::SAMPLE)];
     if choose_prior && !crate::prior::suits(head) {
         recipe = Cow::Owned(match options.seeded {
@@ -527,6 +551,12 @@ pub fn compress(
         && let Some(mix) = recipe.to_mut().mix.as_mut()
     {
         crate::mix::warm::settle_with_x86(mix, !options.choose_warm);
+    }
+    if sample.is_empty() && !options.save_model {
+        // Decoding an empty member builds no model, so no memory limit refuses it: neither
+        // does encoding one. The input has ended; it is not read again.
+        let encoder = MemberEncoder::start_empty(&recipe, options, &mut output)?;
+        return encoder.finish(&mut output, report);
     }
     let mut input = (&sample[..]).chain(input);
     let mut encoder = MemberEncoder::start(&recipe, options, &mut output)?;

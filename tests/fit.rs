@@ -266,6 +266,13 @@ fn memory_limits_refuse_before_building_anything() {
     assert!(back.is_empty());
     let info = String::from_utf8(ok(run(d, &["info", "empty.lmz"], b"")).stdout).unwrap();
     assert!(info.contains("memory to decode: 4 MiB"), "{info}");
+    // Nor does its encoding, from standard input or a file: the same bytes as without it.
+    assert_eq!(ok(run(d, &["-c", "--memory", "8M"], b"")).stdout, empty);
+    fs::write(d.join("none"), b"").unwrap();
+    let from_file = ok(run(d, &["-c", "--memory", "8M", "none"], b"")).stdout;
+    assert_eq!(from_file, empty);
+    // One byte has a frame, and the level's stage (standard input) is refused.
+    assert_fails_with(&run(d, &["-c", "--memory", "8M"], b"x"), "decoding needs ");
 }
 
 #[test]
@@ -285,6 +292,10 @@ fn the_library_refuses_with_a_typed_error() {
     // The encoder refuses the same recipe at the same limit.
     let encoder = lmzip::Encoder::new(Vec::new(), &tight.clone().recipe("mix:fit=0"));
     assert!(matches!(encoder, Err(Error::MemoryLimit { .. })));
+    // An empty input builds no model either way.
+    let tiny = Options::new().memory_limit(8 << 20).recipe("mix:fit=0");
+    let empty = lmzip::compress(b"", &tiny).unwrap();
+    assert_eq!(lmzip::decompress_with(&empty, &tiny).unwrap(), b"");
 }
 
 #[test]
