@@ -70,6 +70,8 @@ impl SimdPath {
     /// Xeon with AVX-512F) it was no faster than AVX2 — 1.02× AVX2's wall time over book1 at
     /// the default level, 1.04–1.12× at levels 6 and 9 — because at these matrix sizes the
     /// kernels wait on memory and on their short sums' folds rather than on arithmetic width.
+    /// On a 2-core AMD EPYC with AVX-512 it is no faster either (book1's first 100,000 bytes
+    /// at the default level, three runs each: 4.19 s of user time against 3.93 s, medians).
     /// `LMZIP_SIMD=avx512` runs it.
     pub fn auto() -> SimdPath {
         [SimdPath::Avx2, SimdPath::Portable]

@@ -165,21 +165,46 @@ pub(super) trait Halves: Lanes<16> {
 /// eight lanes. The same bits, half the instructions.
 #[inline(always)]
 pub(super) fn dot_paired<V: Halves>(a: &[f32], b: &[f32]) -> f32 {
-    dot_by::<16, V, 2, V::Half>(a, b, paired_total::<V>)
+    dot_by::<16, V, 2, PairedTotal>(a, b)
 }
 
 /// Two [`dot_paired`]s in lockstep, as [`dot2`] is two [`dot`]s.
 #[inline(always)]
 pub(super) fn dot2_paired<V: Halves>(a0: &[f32], b0: &[f32], a1: &[f32], b1: &[f32]) -> (f32, f32) {
-    dot2_by::<16, V, 2, V::Half>((a0, b0), (a1, b1), paired_total::<V>)
+    dot2_by::<16, V, 2, PairedTotal>((a0, b0), (a1, b1))
 }
 
-/// `(acc0 + acc1) + (acc2 + acc3)` of [`dot`] for accumulators held as `[acc0 | acc1]` and
-/// `[acc2 | acc3]`.
-#[inline(always)]
-fn paired_total<V: Halves>(acc: [V; 2]) -> V::Half {
-    let ((q0, q1), (q2, q3)) = (acc[0].halves(), acc[1].halves());
-    q0.add(q1).add(q2.add(q3))
+/// How a dot product's `Q` accumulators of `V` become [`dot`]'s eight lanes
+/// `(acc0 + acc1) + (acc2 + acc3)`. A trait rather than a function passed by value: such a
+/// function is called through a shim compiled without the entry point's target features, into
+/// which the intrinsics it calls cannot be inlined (the AVX-512 path then called them one by
+/// one, at a third of AVX2's speed).
+trait Fold<V, const Q: usize> {
+    type Out: Lanes8;
+    fn fold(acc: [V; Q]) -> Self::Out;
+}
+
+/// [`dot`]'s four eight-lane accumulators.
+struct FourTotal;
+
+impl<V: Lanes8> Fold<V, 4> for FourTotal {
+    type Out = V;
+    #[inline(always)]
+    fn fold(acc: [V; 4]) -> V {
+        (acc[0].add(acc[1])).add(acc[2].add(acc[3]))
+    }
+}
+
+/// Accumulators held as `[acc0 | acc1]` and `[acc2 | acc3]` ([`dot_paired`]).
+struct PairedTotal;
+
+impl<V: Halves> Fold<V, 2> for PairedTotal {
+    type Out = V::Half;
+    #[inline(always)]
+    fn fold(acc: [V; 2]) -> V::Half {
+        let ((q0, q1), (q2, q3)) = (acc[0].halves(), acc[1].halves());
+        q0.add(q1).add(q2.add(q3))
+    }
 }
 
 /// The end of [`dot`] after its blocks of 32: the remaining blocks of eight added into `total`,
@@ -209,35 +234,30 @@ fn add_to<const W: usize, V: Lanes<W>>(c: &mut [f32; W], v: V) {
 /// See [`super::dot`].
 #[inline(always)]
 pub(super) fn dot<V: Lanes8>(a: &[f32], b: &[f32]) -> f32 {
-    dot_by::<LANES, V, 4, V>(a, b, four_total::<V>)
+    dot_by::<LANES, V, 4, FourTotal>(a, b)
 }
 
 /// [`dot`] with its blocks of 32 in `Q` accumulators of `W` lanes ([`dot_blocks`]), which
-/// `total` combines into [`dot`]'s eight lanes `(acc0 + acc1) + (acc2 + acc3)`: [`dot`] itself
-/// at eight lanes, [`dot_paired`] at sixteen.
+/// `F` combines into [`dot`]'s eight lanes: [`dot`] itself at eight lanes, [`dot_paired`] at
+/// sixteen.
 #[inline(always)]
-fn dot_by<const W: usize, V: Lanes<W>, const Q: usize, H: Lanes8>(
-    a: &[f32],
-    b: &[f32],
-    total: impl Fn([V; Q]) -> H,
-) -> f32 {
+fn dot_by<const W: usize, V: Lanes<W>, const Q: usize, F: Fold<V, Q>>(a: &[f32], b: &[f32]) -> f32 {
     let n = a.len().min(b.len());
     let [acc] = dot_blocks::<W, V, Q, 1>([(blocks_of_32(a, n), blocks_of_32(b, n))]);
     let done = n - n % 32;
-    finish_dot(total(acc), &a[done..n], &b[done..n])
+    finish_dot(F::fold(acc), &a[done..n], &b[done..n])
 }
 
 /// Two [`dot_by`]s in lockstep, each with its own accumulators in exactly [`dot`]'s order:
 /// twice the independent additions in flight, the same bits.
 #[inline(always)]
-fn dot2_by<const W: usize, V: Lanes<W>, const Q: usize, H: Lanes8>(
+fn dot2_by<const W: usize, V: Lanes<W>, const Q: usize, F: Fold<V, Q>>(
     (a0, b0): (&[f32], &[f32]),
     (a1, b1): (&[f32], &[f32]),
-    total: impl Fn([V; Q]) -> H + Copy,
 ) -> (f32, f32) {
     let n = a0.len().min(b0.len());
     if a1.len().min(b1.len()) != n {
-        return (dot_by(a0, b0, total), dot_by(a1, b1, total));
+        return (dot_by::<W, V, Q, F>(a0, b0), dot_by::<W, V, Q, F>(a1, b1));
     }
     let [acc0, acc1] = dot_blocks::<W, V, Q, 2>([
         (blocks_of_32(a0, n), blocks_of_32(b0, n)),
@@ -245,8 +265,8 @@ fn dot2_by<const W: usize, V: Lanes<W>, const Q: usize, H: Lanes8>(
     ]);
     let done = n - n % 32;
     (
-        finish_dot(total(acc0), &a0[done..n], &b0[done..n]),
-        finish_dot(total(acc1), &a1[done..n], &b1[done..n]),
+        finish_dot(F::fold(acc0), &a0[done..n], &b0[done..n]),
+        finish_dot(F::fold(acc1), &a1[done..n], &b1[done..n]),
     )
 }
 
@@ -281,16 +301,10 @@ fn dot_blocks<const W: usize, V: Lanes<W>, const Q: usize, const K: usize>(
     acc
 }
 
-/// [`dot`]'s accumulators combined: `(acc0 + acc1) + (acc2 + acc3)`.
-#[inline(always)]
-fn four_total<V: Lanes8>(acc: [V; 4]) -> V {
-    (acc[0].add(acc[1])).add(acc[2].add(acc[3]))
-}
-
 /// Two [`dot`]s in lockstep, `(dot(a0, b0), dot(a1, b1))` ([`dot2_by`]).
 #[inline(always)]
 pub(super) fn dot2<V: Lanes8>(a0: &[f32], b0: &[f32], a1: &[f32], b1: &[f32]) -> (f32, f32) {
-    dot2_by::<LANES, V, 4, V>((a0, b0), (a1, b1), four_total::<V>)
+    dot2_by::<LANES, V, 4, FourTotal>((a0, b0), (a1, b1))
 }
 
 /// See [`super::gemv`]: one [`dot`] per row, two rows in lockstep.
