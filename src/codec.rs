@@ -515,29 +515,42 @@ pub fn compress(
         .read_to_end(&mut sample)
         .context("cannot read input")?;
     let head = &sample[..sample.len().min(crate::prior::SAMPLE)];
-    if choose_prior && !crate::prior::suits(head) {
+    let x86 = choose_x86
+        .then(|| {
+            crate::transform::x86::detect(
+                &sample[..sample.len().min(crate::transform::x86::SAMPLE)],
+            )
+        })
+        .flatten();
+    // Whether the level's seeded network is the network of its prior (levels 1-3).
+    let same_network = options.seeded.is_some_and(|seeded| {
+        crate::prior::without(seeded).base == crate::prior::without(&recipe).base
+    });
+    // Machine code takes the level's recipe for text, its prior and training, where the network
+    // is the same: with the x86 stage, 0.6-0.8% less on executables and libraries than the
+    // seeded network, and 0.2-0.3% less than the prior with the seeded network's training
+    // (docs/experiments.md, "The prior for machine code").
+    let machine_code = x86.is_some() && same_network;
+    if choose_prior && !(crate::prior::suits(head) || machine_code) {
         recipe = Cow::Owned(match options.seeded {
             Some(seeded) => seeded.clone(),
             None => crate::prior::without(&recipe),
         });
     } else if choose_prior
         && !crate::prior::is_text(head)
+        && !machine_code
+        && same_network
         && let Some(seeded) = options.seeded
-        && crate::prior::without(seeded).base == crate::prior::without(&recipe).base
     {
         // Binary data with strings: the prior, with the training of the level's seeded
-        // network where that is the same network (levels 1-3; [`crate::prior::is_text`]).
+        // network ([`crate::prior::is_text`]).
         recipe = Cow::Owned(crate::prior::with_number(seeded, recipe.config().prior()));
     }
-    if choose_x86 {
-        use crate::transform::x86::{Region, SAMPLE, detect};
-        let x86 = detect(&sample[..sample.len().min(SAMPLE)]);
-        if let Some(mix) = recipe.to_mut().mix.as_mut() {
-            let region = x86.unwrap_or(Region::ALL);
-            (mix.x86, mix.x86_from, mix.x86_to) = (x86.is_some(), region.start, region.end);
-            // With the stage for machine code (`x86=2`, src/mix/x86ops.rs).
-            mix.x86_ops = x86.is_some();
-        }
+    if choose_x86 && let Some(mix) = recipe.to_mut().mix.as_mut() {
+        let region = x86.unwrap_or(crate::transform::x86::Region::ALL);
+        (mix.x86, mix.x86_from, mix.x86_to) = (x86.is_some(), region.start, region.end);
+        // With the stage for machine code (`x86=2`, src/mix/x86ops.rs).
+        mix.x86_ops = x86.is_some();
     }
     // The warm start was learned on text and code; on most binaries it helps too (sum −1.1%,
     // geo.protodata −0.8%, ptt5 +0.2%), but x86 executables lose by it (/usr/bin/ls +1.3%).

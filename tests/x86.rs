@@ -224,6 +224,36 @@ fn detection_chooses_it_for_an_x86_64_executable() {
     assert!(chooses(&this_executable()));
 }
 
+/// The recipe a stream was written with.
+fn recipe_of(lmz: &[u8]) -> Recipe {
+    let layout = lmzip::format::scan_members(&mut std::io::Cursor::new(lmz)).unwrap();
+    codec::read_recipe(&layout[0].header).unwrap()
+}
+
+/// Machine code takes the level's recipe for text (its prior and its training) at levels 1-3,
+/// where the seeded network for other input is the prior's network; level 4 keeps its larger
+/// seeded network. Either way the stage for machine code is on.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn machine_code_takes_the_prior_where_the_network_is_the_same() {
+    let exe = this_executable();
+    let exe = &exe[..30_000];
+    for (level, prior) in [(1, true), (3, true), (4, false)] {
+        let packed = lmzip::compress(exe, &lmzip::Options::new().level(level)).unwrap();
+        let recipe = recipe_of(&packed);
+        assert!(recipe.mix.unwrap().x86_ops, "level {level}");
+        assert_eq!(recipe.config().prior() != 0, prior, "level {level}");
+        let text = lmzip::levels::recipe(ModelKind::Mamba1, level);
+        let seeded = lmzip::levels::seeded_recipe(ModelKind::Mamba1, level);
+        let like = if prior { &text } else { &seeded };
+        assert_eq!(recipe.schedule, like.schedule, "level {level}");
+        assert_eq!(lmzip::decompress(&packed).unwrap(), exe, "level {level}");
+    }
+    // Text-free binary data that is not machine code keeps the seeded network.
+    let packed = lmzip::compress(&random(30_000, 5), &lmzip::Options::new().level(3)).unwrap();
+    assert_eq!(recipe_of(&packed).config().prior(), 0);
+}
+
 /// The stage for machine code (`x86=2`: instruction contexts, the families for text left
 /// out) writes less than the transform's stage (`x86=1`) on real x86-64 code.
 #[cfg(target_arch = "x86_64")]
