@@ -93,6 +93,10 @@ pub struct Options<'a> {
     /// The input's length, when known in advance: compression checks that the input had it
     /// (the recipe's percent positions were resolved with it).
     pub expected_len: Option<u64>,
+    /// The input's length when known before it is read (a file's size, a block's), unchecked:
+    /// for choices that depend on it. Without it (standard input), only an input that ends
+    /// within the first bytes the choices read has a known length.
+    pub known_len: Option<u64>,
     /// Most memory a member's decoding may need, in bytes ([`memory_needed`]): a member that
     /// needs more is refused before anything is built for it ([`MemoryLimit`]), in either
     /// direction (compression refuses to write what could not be decoded within it).
@@ -493,6 +497,10 @@ impl MemberEncoder {
     }
 }
 
+/// The longest x86 machine code that takes the prior ([`compress`]): below it the prior saves
+/// 0.5-0.8%; from 600 KB on it costs 1% (docs/experiments.md, "The prior for machine code").
+const MACHINE_CODE_PRIOR_MAX: u64 = 256 << 10;
+
 /// Compresses all of `input` into `output` as one `.lmz` stream, through a [`MemberEncoder`].
 /// The recipe's positions must be in bytes.
 pub fn compress(
@@ -526,11 +534,14 @@ pub fn compress(
     let same_network = options.seeded.is_some_and(|seeded| {
         crate::prior::without(seeded).base == crate::prior::without(&recipe).base
     });
-    // Machine code takes the level's recipe for text, its prior and training, where the network
-    // is the same: with the x86 stage, 0.6-0.8% less on executables and libraries than the
-    // seeded network, and 0.2-0.3% less than the prior with the seeded network's training
-    // (docs/experiments.md, "The prior for machine code").
-    let machine_code = x86.is_some() && same_network;
+    // Machine code up to MACHINE_CODE_PRIOR_MAX takes the level's recipe for text, its prior and
+    // training, where the network is the same: with the x86 stage, 0.6-0.8% less on
+    // executables and libraries than the seeded network, and 0.2-0.3% less than the prior with
+    // the seeded network's training (docs/experiments.md, "The prior for machine code").
+    let len = (options.expected_len.or(options.known_len))
+        .or((sample.len() < want).then_some(sample.len() as u64));
+    let machine_code =
+        x86.is_some() && same_network && len.is_some_and(|n| n <= MACHINE_CODE_PRIOR_MAX);
     if choose_prior && !(crate::prior::suits(head) || machine_code) {
         recipe = Cow::Owned(match options.seeded {
             Some(seeded) => seeded.clone(),

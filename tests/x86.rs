@@ -252,6 +252,22 @@ fn machine_code_takes_the_prior_where_the_network_is_the_same() {
     // Text-free binary data that is not machine code keeps the seeded network.
     let packed = lmzip::compress(&random(30_000, 5), &lmzip::Options::new().level(3)).unwrap();
     assert_eq!(recipe_of(&packed).config().prior(), 0);
+    // So does machine code known to be longer than 256 KiB, where the prior costs bytes.
+    let (text, seeded) = (
+        lmzip::levels::recipe(ModelKind::Mamba1, 3),
+        lmzip::levels::seeded_recipe(ModelKind::Mamba1, 3),
+    );
+    for (known, prior) in [(256 << 10, true), ((256 << 10) + 1, false)] {
+        let options = Options {
+            choose_prior: true,
+            choose_x86: true,
+            seeded: Some(&seeded),
+            known_len: Some(known),
+            ..Options::default()
+        };
+        let (_, summary) = codec::compress_bytes_with(&text, &options, &exe[..3000]).unwrap();
+        assert_eq!(summary.recipe.config().prior() != 0, prior, "{known}");
+    }
 }
 
 /// The stage for machine code (`x86=2`: instruction contexts, the families for text left

@@ -87,6 +87,7 @@ impl<R: Read> Decoder<R> {
             weights: self.weights.as_deref(),
             save_model: false,
             expected_len: None,
+            known_len: None,
             memory_limit: self.memory_limit,
             choose_prior: false,
             seeded: None,

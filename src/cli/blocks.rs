@@ -118,6 +118,7 @@ fn code_batch(
                         .transpose()?;
                     let options = &Options {
                         seeded: seeded.as_ref(),
+                        known_len: len,
                         ..*options
                     };
                     let mut lmz = Vec::new();

@@ -106,6 +106,7 @@ impl Shared {
             weights: self.weights.as_ref(),
             save_model,
             expected_len: None,
+            known_len: None,
             memory_limit: self.memory_limit,
             choose_prior: self.choose_prior,
             seeded: self.seeded.as_ref(),
@@ -299,6 +300,7 @@ impl CompressJob<'_> {
         let length = self.size.or(source.len());
         let mut options = self.shared.options(self.save_weights.is_some());
         options.expected_len = self.size;
+        options.known_len = length;
         let mut meter = Meter::new(verbosity, label, length);
         let mut curve = self.stats.map(|_| Curve::default());
         let source_meta = source.metadata().cloned();
