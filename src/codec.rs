@@ -94,8 +94,9 @@ pub struct Options<'a> {
     /// (the recipe's percent positions were resolved with it).
     pub expected_len: Option<u64>,
     /// The input's length when known before it is read (a file's size, a block's), unchecked:
-    /// for choices that depend on it. Without it (standard input), only an input that ends
-    /// within the first bytes the choices read has a known length.
+    /// for choices that depend on it, where `expected_len` does not say it. Without either
+    /// (standard input), only an input that ends within the first bytes the choices read has
+    /// a known length.
     pub known_len: Option<u64>,
     /// Most memory a member's decoding may need, in bytes ([`memory_needed`]): a member that
     /// needs more is refused before anything is built for it ([`MemoryLimit`]), in either
@@ -501,27 +502,18 @@ impl MemberEncoder {
 /// 0.5-0.8%; from 600 KB on it costs 1% (docs/experiments.md, "The prior for machine code").
 const MACHINE_CODE_PRIOR_MAX: u64 = 256 << 10;
 
-/// Compresses all of `input` into `output` as one `.lmz` stream, through a [`MemberEncoder`].
-/// The recipe's positions must be in bytes.
-pub fn compress(
-    recipe: &Recipe,
+/// `recipe` as the input's first bytes `sample` choose it (with `ended`, they are the whole
+/// input), where `options` allow: the level's prior or its seeded network, the x86 transform
+/// and its stage, and the warm start. The header records what was chosen.
+fn recipe_for_input<'r>(
+    recipe: &'r Recipe,
     options: &Options<'_>,
-    mut input: impl Read,
-    mut output: impl Write,
-    report: ProgressFn<'_>,
-) -> Result<Summary> {
-    // The prior's and the transform's choices look at the input's first bytes, then code them
-    // as any others.
-    let mut sample = Vec::new();
+    sample: &[u8],
+    ended: bool,
+) -> Cow<'r, Recipe> {
     let mut recipe = Cow::Borrowed(recipe);
     let choose_prior = options.choose_prior && recipe.config().prior() != 0;
     let choose_x86 = options.choose_x86 && recipe.mix.is_some();
-    // Read whether or not a choice needs it: an empty sample is an empty input.
-    let want = crate::prior::SAMPLE.max(crate::transform::x86::SAMPLE);
-    (&mut input)
-        .take(want as u64)
-        .read_to_end(&mut sample)
-        .context("cannot read input")?;
     let head = &sample[..sample.len().min(crate::prior::SAMPLE)];
     let x86 = choose_x86
         .then(|| {
@@ -538,8 +530,10 @@ pub fn compress(
     // training, where the network is the same: with the x86 stage, 0.6-0.8% less on
     // executables and libraries than the seeded network, and 0.2-0.3% less than the prior with
     // the seeded network's training (docs/experiments.md, "The prior for machine code").
-    let len = (options.expected_len.or(options.known_len))
-        .or((sample.len() < want).then_some(sample.len() as u64));
+    let len = options
+        .expected_len
+        .or(options.known_len)
+        .or(ended.then_some(sample.len() as u64));
     let machine_code =
         x86.is_some() && same_network && len.is_some_and(|n| n <= MACHINE_CODE_PRIOR_MAX);
     if choose_prior && !(crate::prior::suits(head) || machine_code) {
@@ -576,6 +570,29 @@ pub fn compress(
     {
         crate::mix::warm::settle_with_x86(mix, !options.choose_warm);
     }
+    recipe
+}
+
+/// Compresses all of `input` into `output` as one `.lmz` stream, through a [`MemberEncoder`].
+/// The recipe's positions must be in bytes.
+pub fn compress(
+    recipe: &Recipe,
+    options: &Options<'_>,
+    mut input: impl Read,
+    mut output: impl Write,
+    report: ProgressFn<'_>,
+) -> Result<Summary> {
+    // The prior's and the transform's choices look at the input's first bytes, then code them
+    // as any others. They are read whether or not a choice needs them: an empty sample is an
+    // empty input.
+    let want = crate::prior::SAMPLE.max(crate::transform::x86::SAMPLE);
+    let mut sample = Vec::new();
+    (&mut input)
+        .take(want as u64)
+        .read_to_end(&mut sample)
+        .context("cannot read input")?;
+    let ended = sample.len() < want;
+    let recipe = recipe_for_input(recipe, options, &sample, ended);
     if sample.is_empty() && !options.save_model {
         // Decoding an empty member builds no model, so no memory limit refuses it: neither
         // does encoding one. The input has ended; it is not read again.

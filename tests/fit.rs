@@ -9,18 +9,13 @@ mod common;
 use std::fs;
 
 use common::cli::{assert_fails_with, assert_usage_error, listing, names, ok, run, stdout};
+use common::recipe_of;
 use lmzip::codec::{self, memory_needed};
 use lmzip::fit::{fit_bits, fitted};
 use lmzip::levels;
-use lmzip::recipe::{ModelKind, Recipe};
+use lmzip::recipe::ModelKind;
 use lmzip::{Error, Options};
 use tempfile::TempDir;
-
-/// The recipe a stream was written with.
-fn recipe_of(lmz: &[u8]) -> Recipe {
-    let layout = lmzip::format::scan_members(&mut std::io::Cursor::new(lmz)).unwrap();
-    codec::read_recipe(&layout[0].header).unwrap()
-}
 
 /// The stage's size key a stream was written with (`cap`; 0 for none).
 fn fit_of(lmz: &[u8]) -> u32 {

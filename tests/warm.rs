@@ -8,16 +8,11 @@ mod common;
 use std::fs;
 
 use common::cli::{assert_usage_error, ok, run};
+use common::recipe_of;
 use lmzip::codec;
 use lmzip::levels;
-use lmzip::recipe::{ModelKind, Recipe};
+use lmzip::recipe::ModelKind;
 use tempfile::TempDir;
-
-/// The recipe a stream was written with.
-fn recipe_of(lmz: &[u8]) -> Recipe {
-    let layout = lmzip::format::scan_members(&mut std::io::Cursor::new(lmz)).unwrap();
-    codec::read_recipe(&layout[0].header).unwrap()
-}
 
 fn warm_of(lmz: &[u8]) -> u32 {
     recipe_of(lmz).mix.unwrap().warm

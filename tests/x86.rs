@@ -10,7 +10,7 @@ mod common;
 use std::io::{Read, Write};
 
 use common::cli::{TINY, assert_ok, run};
-use common::{assert_round_trip, random, samples, text, tiny, with_mix};
+use common::{assert_round_trip, random, recipe_of, samples, text, tiny, with_mix};
 use lmzip::codec::{self, Options, compress_bytes, decompress_bytes};
 use lmzip::format::FRAME_MAX;
 use lmzip::recipe::{ModelKind, OptimizerKind, Recipe};
@@ -222,12 +222,6 @@ fn this_executable() -> Vec<u8> {
 #[test]
 fn detection_chooses_it_for_an_x86_64_executable() {
     assert!(chooses(&this_executable()));
-}
-
-/// The recipe a stream was written with.
-fn recipe_of(lmz: &[u8]) -> Recipe {
-    let layout = lmzip::format::scan_members(&mut std::io::Cursor::new(lmz)).unwrap();
-    codec::read_recipe(&layout[0].header).unwrap()
 }
 
 /// Machine code takes the level's recipe for text (its prior and its training) at levels 1-3,

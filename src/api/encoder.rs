@@ -167,7 +167,7 @@ fn codec_options<'a>(
         weights,
         save_model: false,
         expected_len: options.announced_len(),
-        known_len: options.announced_len(),
+        known_len: None,
         memory_limit: options.memory(),
         choose_prior: seeded.is_some(),
         seeded,

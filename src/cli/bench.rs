@@ -129,7 +129,7 @@ fn measure(path: &Path, data: &[u8], kind: ModelKind, level: u8, v: Verbosity) -
         weights: weights.as_deref(),
         save_model: false,
         expected_len: Some(data.len() as u64),
-        known_len: Some(data.len() as u64),
+        known_len: None,
         memory_limit: None,
         choose_prior: true,
         seeded: seeded.as_ref(),

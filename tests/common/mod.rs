@@ -112,6 +112,12 @@ pub fn assert_err_contains<T>(result: anyhow::Result<T>, needle: &str) {
     assert!(err.contains(needle), "expected '{needle}' in: {err}");
 }
 
+/// The recipe a stream's first member was written with, as its header stores it.
+pub fn recipe_of(lmz: &[u8]) -> Recipe {
+    let layout = lmzip::format::scan_members(&mut std::io::Cursor::new(lmz)).unwrap();
+    lmzip::codec::read_recipe(&layout[0].header).unwrap()
+}
+
 /// The file a build of format version 1 wrote for `data`: the whole recipe as text and the
 /// coder's words of every frame, in the old container. The coder's words do not depend on the
 /// container, so pins made before format version 2 still hold of this (tests/roundtrip.rs).
