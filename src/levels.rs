@@ -272,10 +272,9 @@ pub fn stored_base(numerics: u8, kind: ModelKind, number: u8) -> Option<Recipe> 
         1..=MAX_LEVEL => Some(recipe_of(numerics, kind, number)),
         n if numerics >= 9 && (SEEDED_BASE + 1..=SEEDED_BASE + MAX_LEVEL).contains(&n) => {
             let mut seeded = seeded_recipe(kind, n - SEEDED_BASE);
-            if numerics <= 9
-                && let Some(mix) = seeded.mix.as_mut()
-            {
-                mix.follow = false;
+            if let Some(mix) = seeded.mix.as_mut() {
+                mix.follow &= numerics >= 10;
+                mix.nibble &= numerics >= 11;
             }
             Some(seeded)
         }
@@ -303,7 +302,8 @@ pub fn describe_base(number: u8) -> String {
 /// had one network for every input, the one they now keep for inputs their prior does not
 /// suit, and levels 1–3 trained their prior's network as they now train their seeded one
 /// (windows to 16 bytes at 0.002); up to version 9 no level's match model followed a broken
-/// match (`mix:follow`); the rest of the table is the same.
+/// match (`mix:follow`); up to version 10 no level kept a nibble's counters in one cache line
+/// (`mix:nibble`); the rest of the table is the same.
 pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
     let mut recipe = match (numerics, kind, entry(level).mamba1_seeded) {
         // Levels 1–3 trained their prior's network as their seeded one is trained now.
@@ -314,6 +314,11 @@ pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
         (..=8, ModelKind::Mamba1, Some(text)) => from_text(kind, text),
         _ => table_recipe(kind, level),
     };
+    if numerics <= 10
+        && let Some(mix) = recipe.mix.as_mut()
+    {
+        mix.nibble = false;
+    }
     if numerics <= 9
         && let Some(mix) = recipe.mix.as_mut()
     {
@@ -522,6 +527,7 @@ mod tests {
             let mut earlier = crate::prior::without(&recipe_of(8, ModelKind::Mamba1, level));
             if let Some(mix) = earlier.mix.as_mut() {
                 mix.follow = true;
+                mix.nibble = true;
             }
             assert_eq!(seeded, earlier, "level {level}");
             assert_ne!(seeded, crate::prior::without(&r), "level {level}");
@@ -556,23 +562,31 @@ mod tests {
         assert_eq!(stored_bases(ModelKind::Rwkv7).len(), MAX_LEVEL as usize);
     }
 
-    /// Numerics 10 gave every level `mix:follow`: a number in a header of 9 names the level,
-    /// or its seeded recipe, without it; of 10, with it.
+    /// Numerics 10 gave every level `mix:follow`, and 11 `mix:nibble`: a number in a header of
+    /// 9 names the level, or its seeded recipe, without either; of 10, with `follow` only.
     #[test]
-    fn numerics_9_names_its_levels_without_follow() {
+    fn numerics_9_and_10_name_their_levels_without_the_later_keys() {
         for kind in [ModelKind::Mamba1, ModelKind::Rwkv7] {
             for (number, base) in stored_bases(kind) {
-                let follow = |numerics| stored_base(numerics, kind, number).unwrap().mix.unwrap();
-                let (old, new) = (follow(9), follow(10));
-                assert!(!old.follow && new.follow, "{kind:?} {number}");
+                let mix = |numerics| stored_base(numerics, kind, number).unwrap().mix.unwrap();
+                let (nine, ten, eleven) = (mix(9), mix(10), mix(11));
+                assert!(!nine.follow && ten.follow, "{kind:?} {number}");
+                assert!(!ten.nibble && eleven.nibble, "{kind:?} {number}");
                 assert_eq!(
                     MixSpec {
                         follow: true,
-                        ..old
+                        ..nine
                     },
-                    new
+                    ten
                 );
-                assert_eq!(Some(new), base.mix);
+                assert_eq!(
+                    MixSpec {
+                        nibble: true,
+                        ..ten
+                    },
+                    eleven
+                );
+                assert_eq!(Some(eleven), base.mix);
             }
         }
     }

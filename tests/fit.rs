@@ -75,7 +75,10 @@ fn a_small_file_gets_the_fit_key_and_standard_input_only_with_its_size() {
     let info = stdout(&ok(run(d, &["-1", "-k", "a"], b"")));
     assert!(info.is_empty());
     let info = stdout(&ok(run(d, &["info", "a.lmz"], b"")));
-    assert!(info.contains(",cap=17,warm=1,young=1,follow=1 "), "{info}");
+    assert!(
+        info.contains(",cap=17,warm=1,young=1,follow=1,nibble=1 "),
+        "{info}"
+    );
     assert!(info.contains("memory to decode: "), "{info}");
     // Standard input of unknown length keeps the level's sizes; with --size, it is fitted.
     let piped = ok(run(d, &["-1", "-c"], &data)).stdout;

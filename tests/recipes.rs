@@ -267,8 +267,8 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
         )),
         (1u32..1 << 24, any::<bool>()).prop_map(|(from, ops)| (true, ops, from, 0)),
     ];
-    // `ext` and, as its bits 8192 and 16384, the keys `young` and `follow`.
-    let third = (0u32..=32767, sized, x86);
+    // `ext` and, as its bits 8192, 16384 and 32768, the keys `young`, `follow` and `nibble`.
+    let third = (0u32..=65535, sized, x86);
     proptest::option::of((first, later, third).prop_map(
         |(
             (orders, word, sparse, matcher, sse, table, rate),
@@ -311,6 +311,7 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
                 warm: 0,
                 young: ext & 8192 != 0,
                 follow: ext & 16384 != 0,
+                nibble: ext & 32768 != 0,
             }
         },
     ))

@@ -33,9 +33,10 @@ pub const FORMAT_VERSION: u8 = 2;
 pub const OLDEST_FORMAT_VERSION: u8 = 1;
 /// Version of the computation: bumped whenever the bytes the encoder produces for a recipe
 /// change (model math, quantisation, training order, what a level means).
-pub const NUMERICS_VERSION: u8 = 10;
-/// The oldest numerics version this build still computes. Versions 2 to 9 differ from 10 only
-/// in what the levels mean (src/levels.rs, [`crate::levels::recipe_of`]: 9 without the match
+pub const NUMERICS_VERSION: u8 = 11;
+/// The oldest numerics version this build still computes. Versions 2 to 10 differ from 11 only
+/// in what the levels mean (src/levels.rs, [`crate::levels::recipe_of`]: 10 without the
+/// counters of a nibble in one cache line (`mix:nibble`), 9 also without the match
 /// model's following of a broken match (`mix:follow`), 8 also with one network
 /// for every input at levels 4–9 and no header numbers for seeded networks, 7 also without the mixer's
 /// young weight sets, 6 also without the stage's warm start, 5 also without its text contexts, 4 also without the built-in prior, 3 also

@@ -8,6 +8,11 @@
 //! bits seen (a context seen once predicts its bit at about 0.83) and later ones follow a moving
 //! average of `LIMIT` bits. The flag only feeds the confidence maps (`mix:conf=1`): a context
 //! that has always been followed by the same bit is a stronger hint than its probability says.
+//!
+//! A table finds the counter of each bit of a byte by hashing the context with the bits so far,
+//! so every bit reads its own cache line; with `mix:nibble=1` ([`CounterTable::in_lines`]) the
+//! four bits of a nibble share one line (the line by the context and the nibble so far, the
+//! place in it by the bit's node in the nibble's tree), and a byte reads two lines per table.
 
 use std::io;
 
@@ -42,6 +47,9 @@ const RATES: [i64; LIMIT as usize + 1] = {
     t
 };
 
+/// Slots in a cache line (64 bytes): a nibble's counters, in a table [`CounterTable::in_lines`].
+const LINE: usize = 16;
+
 /// One table of counters addressed by hashes.
 pub struct CounterTable {
     slots: Slots,
@@ -51,6 +59,9 @@ pub struct CounterTable {
     pair: bool,
     /// Each slot keeps its context's last two bits (`ext` 512), for the confidence maps.
     recent: bool,
+    /// The counters of a context's nibble sit in one cache line (`mix:nibble`,
+    /// [`CounterTable::in_lines`]).
+    lines: bool,
 }
 
 /// Where the counter of a hash sits: its slot and check byte, found once per bit by
@@ -85,6 +96,7 @@ impl CounterTable {
             bits,
             pair: false,
             recent: false,
+            lines: false,
         })
     }
 
@@ -92,6 +104,18 @@ impl CounterTable {
     pub fn keep_recent(self) -> Self {
         CounterTable {
             recent: true,
+            ..self
+        }
+    }
+
+    /// The table with the counters of each context's nibble in one cache line: a context's bits
+    /// are found by [`CounterTable::find_bit`], which then reads two lines per byte (one per
+    /// nibble) instead of eight. Each counter keeps its own check byte, and a two-way table
+    /// pairs a slot with the same slot of the neighbouring line (both lines of an aligned
+    /// 128 bytes), so that a context's own counters never compete for a pair.
+    pub fn in_lines(self) -> Self {
+        CounterTable {
+            lines: true,
             ..self
         }
     }
@@ -104,13 +128,13 @@ impl CounterTable {
         })
     }
 
-    /// The slot of a two-way table holding `check` near `i`, or the one to claim for it.
-    fn way(&self, i: usize, check: u32) -> (usize, bool) {
+    /// The slot of a two-way table holding `check` at `i` or at its partner `j`, or the one
+    /// to claim for it.
+    fn way(&self, i: usize, j: usize, check: u32) -> (usize, bool) {
         let holds = |j: usize| {
             let s = self.slots.get(j);
             (s >> 8) & 0xff == check && s & COUNT_MASK > 0
         };
-        let j = i ^ 1;
         if holds(i) {
             (i, true)
         } else if holds(j) {
@@ -132,8 +156,59 @@ impl CounterTable {
     /// The slot of the counter for `hash` (see [`Position`]).
     pub fn find(&self, hash: u32) -> Position {
         let (i, check) = self.locate(hash);
-        let index = if self.pair { self.way(i, check).0 } else { i };
+        let index = if self.pair {
+            self.way(i, i ^ 1, check).0
+        } else {
+            i
+        };
         Position { index, check }
+    }
+
+    /// The slot of the counter for the bits `c0` of the byte so far (after a leading 1) in
+    /// the context hashed `context`: [`CounterTable::find`] of [`with_partial`], or in a table
+    /// [`CounterTable::in_lines`], its place in the line of the context's nibble.
+    #[inline]
+    pub fn find_bit(&self, context: u32, c0: u32) -> Position {
+        let bit_hash = with_partial(context, c0);
+        if !self.lines {
+            return self.find(bit_hash);
+        }
+        let (nibble, node) = nibble_node(c0);
+        let nibble_hash = with_partial(context, nibble);
+        // The nodes of the nibble's tree at distinct places of the line, turned by the hash.
+        let turn = nibble_hash as usize & (LINE - 1);
+        let i = self.line(nibble_hash) + ((node + turn) & (LINE - 1));
+        // Bits apart from the line's, so that the nodes of one line tell their contexts apart.
+        let check = (bit_hash >> 8) & 0xff;
+        let index = if self.pair {
+            self.way(i, i ^ LINE, check).0
+        } else {
+            i
+        };
+        Position { index, check }
+    }
+
+    /// The first slot of the line of a nibble hashed `nibble_hash`.
+    fn line(&self, nibble_hash: u32) -> usize {
+        ((nibble_hash >> (32 - (self.bits - 4))) as usize) * LINE
+    }
+
+    /// Asks the memory system for what [`CounterTable::find_bit`] of `context` and `c0` will
+    /// read (see [`prefetch`]). In a table [`CounterTable::in_lines`] only the first bit of a
+    /// nibble asks: the line is in the cache for the other three.
+    #[inline]
+    pub fn prefetch_bit(&self, context: u32, c0: u32) {
+        if !self.lines {
+            return self.prefetch(with_partial(context, c0));
+        }
+        let (nibble, node) = nibble_node(c0);
+        if node == 1 {
+            let line = self.line(with_partial(context, nibble));
+            prefetch(self.slots.byte(line));
+            if self.pair {
+                prefetch(self.slots.byte(line ^ LINE));
+            }
+        }
     }
 
     /// The counter for `hash`: its 12-bit probability and count, or `None` if the slot holds
@@ -233,6 +308,21 @@ pub fn hash(value: u64, salt: u32) -> u32 {
         .wrapping_mul(0x9E37_79B9_7F4A_7C15);
     let x = (x ^ (x >> 29)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     (x >> 32) as u32
+}
+
+/// The nibble of the bits `c0` of the byte so far (after a leading 1) that a table
+/// [`CounterTable::in_lines`] hashes with the context: 1 in the first nibble, the leading 1
+/// and the first four bits in the second; and the place of `c0` in that nibble's tree of bits
+/// (1 for its first bit, 2–3 for the second, 4–7, 8–15).
+#[inline]
+pub fn nibble_node(c0: u32) -> (u32, usize) {
+    let known = 31 - c0.leading_zeros();
+    if known < 4 {
+        (1, c0 as usize)
+    } else {
+        let k = known - 4;
+        (c0 >> k, ((1 << k) | (c0 & ((1 << k) - 1))) as usize)
+    }
 }
 
 /// A context hash combined with the bits of the current byte so far (`c0`, 1 to 255: a
@@ -366,5 +456,71 @@ mod tests {
             .unwrap();
         two.update(c, 1);
         assert!(two.get(a).is_some() && two.get(c).is_some() && two.get(b).is_none());
+    }
+
+    /// Each bit of a byte has its own node in its nibble's tree, the first bit of a nibble
+    /// node 1; the first nibble hashes as one key, the second by the first four bits.
+    #[test]
+    fn the_bits_of_a_byte_are_distinct_nodes_of_two_nibbles() {
+        let mut seen = std::collections::HashSet::new();
+        for c0 in 1u32..=255 {
+            let (nibble, node) = nibble_node(c0);
+            assert!((1..LINE).contains(&node), "{c0}");
+            assert!(seen.insert((nibble, node)), "{c0}");
+            let known = 31 - c0.leading_zeros();
+            assert_eq!(nibble == 1, known < 4, "{c0}");
+            assert_eq!(node == 1, known == 0 || known == 4, "{c0}");
+        }
+        // A leading 1, the first nibble 0110, then three bits 101 of the second.
+        assert_eq!(nibble_node(0b1011_0101), (0b10110, 0b1101));
+    }
+
+    /// In a two-way table of lines, the four bits of each nibble of a context read one pair
+    /// of cache lines (a slot's partner is a line over), and every counter learns its bits.
+    #[test]
+    fn a_table_of_lines_reads_one_line_per_nibble_and_learns_each_bit() {
+        let mut lines = CounterTable::two_way(12).unwrap().in_lines();
+        let mut next = lcg(3);
+        let contexts: Vec<u32> = (0..40).map(|v| hash(v, 5)).collect();
+        for _ in 0..30 {
+            for &context in &contexts {
+                let byte = (next() % 256) | 0x100;
+                for bit_index in 0..8 {
+                    let c0 = byte >> (8 - bit_index);
+                    let bit = (byte >> (7 - bit_index)) & 1;
+                    let at = lines.find_bit(context, c0);
+                    let first = lines.find_bit(context, c0 >> (bit_index % 4));
+                    let pair = |at: Position| at.index / (2 * LINE);
+                    assert_eq!(pair(at), pair(first), "one pair of lines per nibble");
+                    let before = lines.get_at(at).map_or(2048, |c| c.p);
+                    lines.update_at(at, bit);
+                    let after = lines.get_at(lines.find_bit(context, c0)).unwrap().p;
+                    assert!(if bit == 1 {
+                        after > before
+                    } else {
+                        after < before
+                    });
+                }
+            }
+        }
+        // A context seen with one byte only: every node on its path is deterministic.
+        let (context, byte) = (hash(99, 6), 0x1a5u32);
+        for _ in 0..5 {
+            for bit_index in 0..8 {
+                let c0 = byte >> (8 - bit_index);
+                let at = lines.find_bit(context, c0);
+                lines.update_at(at, (byte >> (7 - bit_index)) & 1);
+            }
+        }
+        for bit_index in 0..8 {
+            let c = lines
+                .get_at(lines.find_bit(context, byte >> (8 - bit_index)))
+                .unwrap();
+            assert!(c.deterministic && c.n == 5, "{bit_index}: {c:?}");
+        }
+        // The partner of a slot is the same place one line over.
+        let a = lines.find_bit(context, 1);
+        let (i, check) = (a.index, a.check);
+        assert_eq!(lines.way(i, i ^ LINE, check), (i, true));
     }
 }

@@ -11,7 +11,7 @@ use std::io;
 
 use super::apm::Apm;
 use super::component::{Component, Declare, Push, Shared};
-use super::counters::{Counter, CounterTable, Position, with_partial};
+use super::counters::{Counter, CounterTable, Position};
 use super::logistic::stretch;
 use super::spec::MixSpec;
 
@@ -92,6 +92,7 @@ impl<F: Family> Component for Tables<F> {
                         true => CounterTable::two_way(b)?,
                         false => CounterTable::new(b)?,
                     };
+                    let table = if spec.nibble { table.in_lines() } else { table };
                     Ok(if spec.recent {
                         table.keep_recent()
                     } else {
@@ -123,7 +124,7 @@ impl<F: Family> Component for Tables<F> {
             return;
         }
         for (t, table) in self.tables.iter().enumerate() {
-            let at = table.find(with_partial(self.contexts[t], s.c0));
+            let at = table.find_bit(self.contexts[t], s.c0);
             self.slots[t] = at;
             let counter = table.get_at(at);
             m.counter(counter);
@@ -139,7 +140,7 @@ impl<F: Family> Component for Tables<F> {
             return;
         }
         for (table, &context) in self.tables.iter().zip(&self.contexts) {
-            table.prefetch(with_partial(context, c0));
+            table.prefetch_bit(context, c0);
         }
     }
 
