@@ -112,8 +112,10 @@ impl CounterTable {
     /// are found by [`CounterTable::find_bit`], which then reads two lines per byte (one per
     /// nibble) instead of eight. Each counter keeps its own check byte, and a two-way table
     /// pairs a slot with the same slot of the neighbouring line (both lines of an aligned
-    /// 128 bytes), so that a context's own counters never compete for a pair.
+    /// 128 bytes), so that the counters of one nibble never compete for a pair. The stage's
+    /// tables have at least 2^11 counters, so at least two lines.
     pub fn in_lines(self) -> Self {
+        assert!(self.bits >= 5, "a table of lines has two lines or more");
         CounterTable {
             lines: true,
             ..self
