@@ -273,8 +273,7 @@ pub fn stored_base(numerics: u8, kind: ModelKind, number: u8) -> Option<Recipe> 
         n if numerics >= 9 && (SEEDED_BASE + 1..=SEEDED_BASE + MAX_LEVEL).contains(&n) => {
             let mut seeded = seeded_recipe(kind, n - SEEDED_BASE);
             if let Some(mix) = seeded.mix.as_mut() {
-                mix.follow &= numerics >= 10;
-                mix.nibble &= numerics >= 11;
+                stage_as_of(mix, numerics);
             }
             Some(seeded)
         }
@@ -314,30 +313,10 @@ pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
         (..=8, ModelKind::Mamba1, Some(text)) => from_text(kind, text),
         _ => table_recipe(kind, level),
     };
-    if numerics <= 10
-        && let Some(mix) = recipe.mix.as_mut()
-    {
-        mix.nibble = false;
-    }
-    if numerics <= 9
-        && let Some(mix) = recipe.mix.as_mut()
-    {
-        mix.follow = false;
-    }
-    if numerics <= 7
-        && let Some(mix) = recipe.mix.as_mut()
-    {
-        mix.young = false;
-    }
-    if numerics <= 6
-        && let Some(mix) = recipe.mix.as_mut()
-    {
-        mix.warm = 0;
+    if let Some(mix) = recipe.mix.as_mut() {
+        stage_as_of(mix, numerics);
     }
     if numerics <= 5 {
-        if let Some(mix) = recipe.mix.as_mut() {
-            mix.text = false;
-        }
         // Version 5's default level started from `text1`; no other level, and no level of
         // version 4 or older, had a prior.
         let prior = match (numerics, level) {
@@ -356,14 +335,24 @@ pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
     {
         c.ctx = 0;
     }
-    if numerics <= 2
-        && let Some(mix) = recipe.mix.as_mut()
-    {
+    recipe
+}
+
+/// A level's stage as files of numerics version `numerics` have it: without the keys later
+/// versions gave every level (see [`recipe_of`]).
+fn stage_as_of(mix: &mut crate::mix::MixSpec, numerics: u8) {
+    mix.nibble &= numerics >= 11;
+    mix.follow &= numerics >= 10;
+    mix.young &= numerics >= 8;
+    if numerics <= 6 {
+        mix.warm = 0;
+    }
+    mix.text &= numerics >= 6;
+    if numerics <= 2 {
         mix.recent = false;
         mix.sparse2 = false;
         mix.nest = false;
     }
-    recipe
 }
 
 /// The entry of [`LEVELS`] for a level, clamped to 1..=9.

@@ -158,8 +158,14 @@ impl CounterTable {
     /// The slot of the counter for `hash` (see [`Position`]).
     pub fn find(&self, hash: u32) -> Position {
         let (i, check) = self.locate(hash);
+        self.position(i, i ^ 1, check)
+    }
+
+    /// Where the counter of `check` sits: at slot `i`, or in a two-way table at `i` or its
+    /// `partner` ([`CounterTable::way`]).
+    fn position(&self, i: usize, partner: usize, check: u32) -> Position {
         let index = if self.pair {
-            self.way(i, i ^ 1, check).0
+            self.way(i, partner, check).0
         } else {
             i
         };
@@ -182,12 +188,7 @@ impl CounterTable {
         let i = self.line(nibble_hash) + ((node + turn) & (LINE - 1));
         // Bits apart from the line's, so that the nodes of one line tell their contexts apart.
         let check = (bit_hash >> 8) & 0xff;
-        let index = if self.pair {
-            self.way(i, i ^ LINE, check).0
-        } else {
-            i
-        };
-        Position { index, check }
+        self.position(i, i ^ LINE, check)
     }
 
     /// The first slot of the line of a nibble hashed `nibble_hash`.

@@ -216,6 +216,20 @@ pub struct MixKey {
     pub implicit: Option<u32>,
 }
 
+/// A [`MixKey`] that switches a part on (1) or off (0), stored in the bool field `$field`;
+/// `$implicit` as [`MixKey::implicit`].
+macro_rules! flag_key {
+    ($name:literal, $field:ident, $implicit:expr) => {
+        MixKey {
+            name: $name,
+            get: |m| m.$field as u32,
+            set: |m, v| m.$field = v != 0,
+            check: |v| flag(v, $name),
+            implicit: $implicit,
+        }
+    };
+}
+
 /// The keys of `mix:` in canonical order.
 pub static KEYS: [MixKey; 21] = [
     MixKey {
@@ -228,20 +242,8 @@ pub static KEYS: [MixKey; 21] = [
         },
         implicit: None,
     },
-    MixKey {
-        name: "word",
-        get: |m| m.word as u32,
-        set: |m, v| m.word = v != 0,
-        check: |v| flag(v, "word"),
-        implicit: None,
-    },
-    MixKey {
-        name: "sparse",
-        get: |m| m.sparse as u32,
-        set: |m, v| m.sparse = v != 0,
-        check: |v| flag(v, "sparse"),
-        implicit: None,
-    },
+    flag_key!("word", word, None),
+    flag_key!("sparse", sparse, None),
     MixKey {
         name: "match",
         get: |m| m.matcher,
@@ -256,13 +258,7 @@ pub static KEYS: [MixKey; 21] = [
         },
         implicit: None,
     },
-    MixKey {
-        name: "sse",
-        get: |m| m.sse as u32,
-        set: |m, v| m.sse = v != 0,
-        check: |v| flag(v, "sse"),
-        implicit: None,
-    },
+    flag_key!("sse", sse, None),
     MixKey {
         name: "table",
         get: |m| m.table,
@@ -305,27 +301,9 @@ pub static KEYS: [MixKey; 21] = [
         },
         implicit: None,
     },
-    MixKey {
-        name: "conf",
-        get: |m| m.conf as u32,
-        set: |m, v| m.conf = v != 0,
-        check: |v| flag(v, "conf"),
-        implicit: Some(0),
-    },
-    MixKey {
-        name: "pword",
-        get: |m| m.pword as u32,
-        set: |m, v| m.pword = v != 0,
-        check: |v| flag(v, "pword"),
-        implicit: Some(0),
-    },
-    MixKey {
-        name: "select",
-        get: |m| m.select as u32,
-        set: |m, v| m.select = v != 0,
-        check: |v| flag(v, "select"),
-        implicit: Some(0),
-    },
+    flag_key!("conf", conf, Some(0)),
+    flag_key!("pword", pword, Some(0)),
+    flag_key!("select", select, Some(0)),
     MixKey {
         name: "record",
         get: |m| m.record,
@@ -433,27 +411,9 @@ pub static KEYS: [MixKey; 21] = [
         },
         implicit: Some(0),
     },
-    MixKey {
-        name: "young",
-        get: |m| m.young as u32,
-        set: |m, v| m.young = v != 0,
-        check: |v| flag(v, "young"),
-        implicit: Some(0),
-    },
-    MixKey {
-        name: "follow",
-        get: |m| m.follow as u32,
-        set: |m, v| m.follow = v != 0,
-        check: |v| flag(v, "follow"),
-        implicit: Some(0),
-    },
-    MixKey {
-        name: "nibble",
-        get: |m| m.nibble as u32,
-        set: |m, v| m.nibble = v != 0,
-        check: |v| flag(v, "nibble"),
-        implicit: Some(0),
-    },
+    flag_key!("young", young, Some(0)),
+    flag_key!("follow", follow, Some(0)),
+    flag_key!("nibble", nibble, Some(0)),
 ];
 
 /// The key named `name`.
