@@ -267,8 +267,9 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
         )),
         (1u32..1 << 24, any::<bool>()).prop_map(|(from, ops)| (true, ops, from, 0)),
     ];
-    // `ext` and, as its bits 8192, 16384 and 32768, the keys `young`, `follow` and `nibble`.
-    let third = (0u32..=65535, sized, x86);
+    // `ext` and, as its bits 8192, 16384, 32768 and 65536, the keys `young`, `follow`,
+    // `nibble` and `settle`.
+    let third = (0u32..=131071, sized, x86);
     proptest::option::of((first, later, third).prop_map(
         |(
             (orders, word, sparse, matcher, sse, table, rate),
@@ -312,6 +313,7 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
                 young: ext & 8192 != 0,
                 follow: ext & 16384 != 0,
                 nibble: ext & 32768 != 0,
+                settle: ext & 65536 != 0,
             }
         },
     ))

@@ -106,10 +106,14 @@ impl Stage {
                     spec.rate as i32,
                     &declared.init,
                 );
-                match (spec.young, spec.decay) {
+                let m = match (spec.young, spec.decay) {
                     (true, _) => m.with_young_sets(),
                     (false, true) => m.with_decay(),
                     (false, false) => m,
+                };
+                match spec.settle {
+                    true => m.with_settled_last(),
+                    false => m,
                 }
             },
             shape: warm::Shape::of(&declared),

@@ -117,6 +117,10 @@ pub struct MixSpec {
     /// ([`super::counters::CounterTable::in_lines`]): two reads from memory per byte and table
     /// instead of eight, for about the same bytes. In the levels from numerics 11.
     pub nibble: bool,
+    /// The mixer's last layer settles at three eighths of `rate`
+    /// ([`super::mixer::Mixer2::with_settled_last`]).
+    /// In the levels from numerics 12.
+    pub settle: bool,
 }
 
 /// What `cap` sizes apart ([`MixSpec::part_bits`]): each family of tables, map or window
@@ -231,7 +235,7 @@ macro_rules! flag_key {
 }
 
 /// The keys of `mix:` in canonical order.
-pub static KEYS: [MixKey; 21] = [
+pub static KEYS: [MixKey; 22] = [
     MixKey {
         name: "orders",
         get: |m| m.orders,
@@ -414,6 +418,7 @@ pub static KEYS: [MixKey; 21] = [
     flag_key!("young", young, Some(0)),
     flag_key!("follow", follow, Some(0)),
     flag_key!("nibble", nibble, Some(0)),
+    flag_key!("settle", settle, Some(0)),
 ];
 
 /// The key named `name`.
@@ -507,6 +512,8 @@ impl MixSpec {
         follow: true,
         // In the levels from numerics 11 (files of 10 and older read without it).
         nibble: true,
+        // In the levels from numerics 12 (files of 11 and older read without it).
+        settle: true,
     };
 
     /// `self` with every key that has an implicit value ([`MixKey::implicit`]) set to it: the
