@@ -168,12 +168,13 @@ pub struct Mixer2 {
 /// start, the boost halved after 1 KB, a tenth of it left after 9 KB. Measured against boosts
 /// of 1, 4 and 5 and halves of 2^12..2^16 bits on book1, enwik6 and small files.
 const DECAY_BOOST: i64 = 3;
+const DECAY_HALF: i64 = 1 << 13;
+
 /// What [`Mixer2::with_settled_last`] takes from the last layer's boost, in 256ths of the rate:
 /// it settles at three eighths of the rate (an eighth, a quarter and a half were measured too:
 /// a quarter gave text a little more and lost more on a spreadsheet, a JPEG and a PDF;
 /// docs/experiments.md).
 const SETTLE_CUT: i32 = 160;
-const DECAY_HALF: i64 = 1 << 13;
 
 impl Mixer2 {
     /// `sets[k]` weight sets for selector `k`; every first-layer set starts as `init`.

@@ -10,7 +10,7 @@
 //!   (with `follow`, followed past a miss, and [`expected`]: counters by the byte it expects);
 //! - [`mixer`]: a two-layer logistic mixer with weight sets chosen by small contexts (with
 //!   `ext` 4, a rate that starts higher and decays; with `young`, each set's rate decays with
-//!   its own updates);
+//!   its own updates; with `settle`, the last layer settles at three eighths of the rate);
 //! - [`record`]: the record lengths of tables and binaries, and contexts by the bytes above;
 //! - [`sse`]: adaptive probability maps ([`apm`]) on the mixed probability (two, or four with
 //!   `ext` 1);
