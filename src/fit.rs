@@ -50,13 +50,14 @@ pub fn fit_bits(len: u64) -> u32 {
 /// The values [`context_bits`] chooses.
 pub const CONTEXT_CHOSEN: RangeInclusive<usize> = 9..=14;
 
-/// Log2 rows per context table for an input of `len` bytes: 9 up to 64 KiB, 10 up to 1 MiB,
-/// 12 up to 2 MiB, then one more for each doubling up to 14. Each row is 64 floats of weights,
-/// gradient and Adam's second moment (768 bytes; 2^11 rows in three tables take 4.5 MiB), which
-/// is what the memory goals leave beside the stage sized by `cap`: inputs up to 64 KiB within
-/// 32 MiB, up to 1 MiB within 96 MiB. (Up to 1 MiB they were 2^11 until the stage's text
-/// tables, `ext` 4096, took the memory: on text the tables pay more for it.) More rows still
-/// pay on small inputs (2^11 against 2^9: 0.2% on calgary/progc and paper1), but the stage's
+/// Log2 rows per context table for an input of `len` bytes: 9 up to 64 KiB, 12 up to 2 MiB,
+/// then one more for each doubling up to 14. Each row is 64 floats of weights, gradient and
+/// Adam's second moment (768 bytes; 2^12 rows in three tables take 9 MiB), which is what the
+/// memory goals leave beside the stage sized by `cap`: inputs up to 64 KiB within 32 MiB, up
+/// to 1 MiB within 96 MiB. Over 64 KiB they were 2^10 until the stage's memory split
+/// (`mix:split`, numerics 13) freed room for them: 2^12 took enwik6 0.25%, book1 0.13% and
+/// obj2 0.4% below 2^10 (docs/experiments.md, "Memory where it pays"). More rows still pay
+/// on small inputs (2^11 against 2^9: 0.2% on calgary/progc and paper1), but the stage's
 /// counters pay more for their memory (docs/experiments.md, "Memory to fit the input, with
 /// context inputs").
 pub fn context_bits(len: u64) -> usize {
@@ -66,7 +67,7 @@ pub fn context_bits(len: u64) -> usize {
     };
     match log {
         0..=16 => 9,
-        17..=20 => 10,
+        17..=20 => 12,
         _ => (log - 9).min(*CONTEXT_CHOSEN.end()),
     }
 }
@@ -167,7 +168,7 @@ mod tests {
         assert!(
             small
                 .to_text()
-                .contains(",cap=17,warm=1,young=1,follow=1,nibble=1,settle=1 "),
+                .contains(",cap=17,warm=1,young=1,follow=1,nibble=1,settle=1,split=1 "),
             "{small}"
         );
         // Where the cap changes no size, the recipe stays the level's; an empty input too.
@@ -199,8 +200,8 @@ mod tests {
         assert_eq!(context_bits(0), 9);
         assert_eq!(context_bits(5000), 9);
         assert_eq!(context_bits(1 << 16), 9);
-        assert_eq!(context_bits((1 << 16) + 1), 10);
-        assert_eq!(context_bits(1 << 20), 10);
+        assert_eq!(context_bits((1 << 16) + 1), 12);
+        assert_eq!(context_bits(1 << 20), 12);
         assert_eq!(context_bits((1 << 20) + 1), 12);
         assert_eq!(context_bits(1 << 22), 13);
         assert_eq!(context_bits((1 << 22) + 1), 14);
@@ -221,7 +222,7 @@ mod tests {
         let none = level.edit("cfg:ctx=0", None).unwrap();
         assert_eq!(ctx_of(&fitted(&none, 40_000)), 0);
         assert_eq!(ctx_of(&fitted(&fewer, 40_000)), 9);
-        assert_eq!(ctx_of(&fitted(&fewer, 1 << 20)), 10);
+        assert_eq!(ctx_of(&fitted(&fewer, 1 << 20)), 11);
         assert_eq!(ctx_of(&fitted(&fewer, 1 << 21)), 11);
         // Even without a stage.
         let off = level.edit("mix:off", None).unwrap();

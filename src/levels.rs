@@ -303,7 +303,8 @@ pub fn describe_base(number: u8) -> String {
 /// (windows to 16 bytes at 0.002); up to version 9 no level's match model followed a broken
 /// match (`mix:follow`); up to version 10 no level kept a nibble's counters in one cache line
 /// (`mix:nibble`); up to version 11 no level's mixer let its last layer settle at three eighths of
-/// the rate (`mix:settle`); the rest of the table is the same.
+/// the rate (`mix:settle`); up to version 12 no level's stage split its memory above 64 KiB as
+/// `mix:split` does; the rest of the table is the same.
 pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
     let mut recipe = match (numerics, kind, entry(level).mamba1_seeded) {
         // Levels 1–3 trained their prior's network as their seeded one is trained now.
@@ -342,6 +343,7 @@ pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
 /// A level's stage as files of numerics version `numerics` have it: without the keys later
 /// versions gave every level (see [`recipe_of`]).
 fn stage_as_of(mix: &mut crate::mix::MixSpec, numerics: u8) {
+    mix.split &= numerics >= 13;
     mix.settle &= numerics >= 12;
     mix.nibble &= numerics >= 11;
     mix.follow &= numerics >= 10;
@@ -514,12 +516,13 @@ mod tests {
             assert_eq!(seeded.mix, r.mix, "level {level}: the same stage");
             // What each level meant up to numerics 8 (levels 1–3 started from the prior where
             // it suited, 4–9 never did), trained otherwise than the prior's network now.
-            // (And without the stage keys of numerics 10-12.)
+            // (And without the stage keys of numerics 10-13.)
             let mut earlier = crate::prior::without(&recipe_of(8, ModelKind::Mamba1, level));
             if let Some(mix) = earlier.mix.as_mut() {
                 mix.follow = true;
                 mix.nibble = true;
                 mix.settle = true;
+                mix.split = true;
             }
             assert_eq!(seeded, earlier, "level {level}");
             assert_ne!(seeded, crate::prior::without(&r), "level {level}");
@@ -554,18 +557,21 @@ mod tests {
         assert_eq!(stored_bases(ModelKind::Rwkv7).len(), MAX_LEVEL as usize);
     }
 
-    /// Numerics 10 gave every level `mix:follow`, 11 `mix:nibble` and 12 `mix:settle`: a
-    /// number in a header of 9 names the level, or its seeded recipe, without any of them; of
-    /// 10, with `follow` only; of 11, without `settle`.
+    /// Numerics 10 gave every level `mix:follow`, 11 `mix:nibble`, 12 `mix:settle` and 13
+    /// `mix:split`: a number in a header of 9 names the level, or its seeded recipe, without
+    /// any of them; of 10, with `follow` only; of 11, without `settle` and `split`; of 12,
+    /// without `split`.
     #[test]
-    fn numerics_9_to_11_name_their_levels_without_the_later_keys() {
+    fn numerics_9_to_12_name_their_levels_without_the_later_keys() {
         for kind in [ModelKind::Mamba1, ModelKind::Rwkv7] {
             for (number, base) in stored_bases(kind) {
                 let mix = |numerics| stored_base(numerics, kind, number).unwrap().mix.unwrap();
                 let (nine, ten, eleven, twelve) = (mix(9), mix(10), mix(11), mix(12));
+                let thirteen = mix(13);
                 assert!(!nine.follow && ten.follow, "{kind:?} {number}");
                 assert!(!ten.nibble && eleven.nibble, "{kind:?} {number}");
                 assert!(!eleven.settle && twelve.settle, "{kind:?} {number}");
+                assert!(!twelve.split && thirteen.split, "{kind:?} {number}");
                 assert_eq!(
                     MixSpec {
                         follow: true,
@@ -587,7 +593,14 @@ mod tests {
                     },
                     twelve
                 );
-                assert_eq!(Some(twelve), base.mix);
+                assert_eq!(
+                    MixSpec {
+                        split: true,
+                        ..twelve
+                    },
+                    thirteen
+                );
+                assert_eq!(Some(thirteen), base.mix);
             }
         }
     }

@@ -607,6 +607,62 @@ mod new_component_tests {
         assert_eq!(spec, explicit);
         assert_eq!(cost(&spec, &data), cost(&explicit, &data));
     }
+
+    /// `split` moves memory above 64 KiB (`cap` 19 on): the text tables eight times as large,
+    /// the record, sparse, order-2 and second sparse tables half; the rest as without it, and
+    /// nothing at all up to 64 KiB.
+    #[test]
+    fn the_split_gives_text_the_memory_of_the_binary_families_above_64_kib() {
+        let at = |cap, split| MixSpec {
+            cap,
+            split,
+            ..MixSpec::DEFAULT
+        };
+        let bits = |spec: &MixSpec, part| spec.part_bits(part, spec.table, 0);
+        let parts = [
+            Part::Table,
+            Part::Order2,
+            Part::Sparse,
+            Part::Record,
+            Part::Quarter,
+            Part::Sparse2,
+            Part::Map1,
+            Part::Map2,
+            Part::Text,
+            Part::Match,
+            Part::After3,
+            Part::Expected,
+        ];
+        for cap in [19, 20, 21] {
+            let (with, without) = (at(cap, true), at(cap, false));
+            for part in parts {
+                let moved = match part {
+                    Part::Text => 3,
+                    Part::Order2 | Part::Sparse | Part::Record | Part::Sparse2 => -1,
+                    _ => 0,
+                };
+                let moved = if part == Part::Text && cap > 20 {
+                    2
+                } else {
+                    moved
+                };
+                assert_eq!(
+                    bits(&with, part) as i32,
+                    bits(&without, part) as i32 + moved,
+                    "cap {cap}: {part:?}"
+                );
+            }
+        }
+        // At 1 MiB the stage takes less memory with the split; the network's context tables
+        // take what it frees (src/fit.rs).
+        assert!(at(20, true).bytes() < at(20, false).bytes());
+        for cap in [17, 18] {
+            for part in parts {
+                assert_eq!(bits(&at(cap, true), part), bits(&at(cap, false), part));
+            }
+            assert_eq!(at(cap, true).bytes(), at(cap, false).bytes());
+        }
+    }
 }
 
 #[cfg(test)]

@@ -121,6 +121,10 @@ pub struct MixSpec {
     /// ([`super::mixer::Mixer2::with_settled_last`]).
     /// In the levels from numerics 12.
     pub settle: bool,
+    /// Under `cap` from 19 on (inputs over 64 KiB), memory moves from the tables for binaries
+    /// (record, sparse, order-2 and second sparse contexts, a half each) to the text tables
+    /// (eight times as large) ([`Part::offset`]). In the levels from numerics 13.
+    pub split: bool,
 }
 
 /// What `cap` sizes apart ([`MixSpec::part_bits`]): each family of tables, map or window
@@ -166,11 +170,19 @@ impl Part {
     /// which made room for the text tables within the memory goals. With `follow` (numerics
     /// 10) the history by three bytes is a quarter as large from `cap` 19: 1.3 MiB less at
     /// 1 MiB, where the history held three times the contexts the input had (enwik6 +4 bytes,
-    /// obj2 +24), for the expected-byte tables and the memory goals.
-    pub fn offset(self, cap: u32, follow: bool) -> i32 {
+    /// obj2 +24), for the expected-byte tables and the memory goals. With `split` (numerics
+    /// 13), from `cap` 19 on: at 1 MiB the text tables at a quarter of `cap` took enwik6 0.2%
+    /// and book1 0.5% below a 32nd for 5 MiB more, and halving the record, sparse, order-2 and
+    /// second sparse tables freed 12 MiB for 0.03% more on obj2 and nothing on text (the rest
+    /// went to the network's context tables, [`crate::fit::context_bits`]; docs/experiments.md,
+    /// "Memory where it pays").
+    pub fn offset(self, cap: u32, follow: bool, split: bool) -> i32 {
         let large = cap >= 19;
         match self {
             Part::Table => 0,
+            Part::Text if split && large => -2,
+            Part::Order2 | Part::Sparse | Part::Record if split && large => -2,
+            Part::Sparse2 if split && large => -3,
             Part::Order2 | Part::Sparse => -1,
             Part::Record if large => -1,
             Part::Record => -2,
@@ -235,7 +247,7 @@ macro_rules! flag_key {
 }
 
 /// The keys of `mix:` in canonical order.
-pub static KEYS: [MixKey; 22] = [
+pub static KEYS: [MixKey; 23] = [
     MixKey {
         name: "orders",
         get: |m| m.orders,
@@ -419,6 +431,7 @@ pub static KEYS: [MixKey; 22] = [
     flag_key!("follow", follow, Some(0)),
     flag_key!("nibble", nibble, Some(0)),
     flag_key!("settle", settle, Some(0)),
+    flag_key!("split", split, Some(0)),
 ];
 
 /// The key named `name`.
@@ -514,6 +527,8 @@ impl MixSpec {
         nibble: true,
         // In the levels from numerics 12 (files of 11 and older read without it).
         settle: true,
+        // In the levels from numerics 13 (files of 12 and older read without it).
+        split: true,
     };
 
     /// `self` with every key that has an implicit value ([`MixKey::implicit`]) set to it: the
@@ -602,7 +617,9 @@ impl MixSpec {
     pub fn part_bits(&self, part: Part, bits: u32, fit_below: u32) -> u32 {
         match self.cap {
             0 => self.fit_cap(bits, fit_below),
-            cap => bits.min((cap as i32 + part.offset(cap, self.follow)).max(12) as u32),
+            cap => {
+                bits.min((cap as i32 + part.offset(cap, self.follow, self.split)).max(12) as u32)
+            }
         }
     }
 
