@@ -149,7 +149,8 @@ pub enum Part {
     Map2,
     /// The text tables (`ext` 4096): a sixteenth of `cap` over 1 MiB, a 32nd up to it (at a
     /// quarter they took 0.5% less on book1 than at a sixteenth, for 6 MiB more at 1 MiB, over
-    /// the 96 MiB goal).
+    /// the 96 MiB goal); with `split`, a quarter from `cap` 19 on, paid for by the binary
+    /// families.
     Text,
     /// The match model's window.
     Match,
@@ -173,9 +174,9 @@ impl Part {
     /// obj2 +24), for the expected-byte tables and the memory goals. With `split` (numerics
     /// 13), from `cap` 19 on: at 1 MiB the text tables at a quarter of `cap` took enwik6 0.2%
     /// and book1 0.5% below a 32nd for 5 MiB more, and halving the record, sparse, order-2 and
-    /// second sparse tables freed 12 MiB for 0.03% more on obj2 and nothing on text (the rest
-    /// went to the network's context tables, [`crate::fit::context_bits`]; docs/experiments.md,
-    /// "Memory where it pays").
+    /// second sparse tables freed 12 MiB for nothing on text and 0.24% more on obj2 (each alone
+    /// cost it nothing; the rest went to the network's context tables,
+    /// [`crate::fit::context_bits`]; docs/experiments.md, "Memory where it pays").
     pub fn offset(self, cap: u32, follow: bool, split: bool) -> i32 {
         let large = cap >= 19;
         match self {
