@@ -304,7 +304,8 @@ pub fn describe_base(number: u8) -> String {
 /// match (`mix:follow`); up to version 10 no level kept a nibble's counters in one cache line
 /// (`mix:nibble`); up to version 11 no level's mixer let its last layer settle at three eighths of
 /// the rate (`mix:settle`); up to version 12 no level's stage split its memory above 64 KiB as
-/// `mix:split` does; the rest of the table is the same.
+/// `mix:split` does; up to version 13 no level had the delta model (`mix:delta`); the rest of
+/// the table is the same.
 pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
     let mut recipe = match (numerics, kind, entry(level).mamba1_seeded) {
         // Levels 1–3 trained their prior's network as their seeded one is trained now.
@@ -343,6 +344,7 @@ pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
 /// A level's stage as files of numerics version `numerics` have it: without the keys later
 /// versions gave every level (see [`recipe_of`]).
 fn stage_as_of(mix: &mut crate::mix::MixSpec, numerics: u8) {
+    mix.delta &= numerics >= 14;
     mix.split &= numerics >= 13;
     mix.settle &= numerics >= 12;
     mix.nibble &= numerics >= 11;
@@ -523,6 +525,7 @@ mod tests {
                 mix.nibble = true;
                 mix.settle = true;
                 mix.split = true;
+                mix.delta = true;
             }
             assert_eq!(seeded, earlier, "level {level}");
             assert_ne!(seeded, crate::prior::without(&r), "level {level}");
@@ -557,21 +560,22 @@ mod tests {
         assert_eq!(stored_bases(ModelKind::Rwkv7).len(), MAX_LEVEL as usize);
     }
 
-    /// Numerics 10 gave every level `mix:follow`, 11 `mix:nibble`, 12 `mix:settle` and 13
-    /// `mix:split`: a number in a header of 9 names the level, or its seeded recipe, without
-    /// any of them; of 10, with `follow` only; of 11, without `settle` and `split`; of 12,
-    /// without `split`.
+    /// Numerics 10 gave every level `mix:follow`, 11 `mix:nibble`, 12 `mix:settle`, 13
+    /// `mix:split` and 14 `mix:delta`: a number in a header of 9 names the level, or its
+    /// seeded recipe, without any of them; of 10, with `follow` only; of 11, without `settle`,
+    /// `split` and `delta`; of 12, without `split` and `delta`; of 13, without `delta`.
     #[test]
-    fn numerics_9_to_12_name_their_levels_without_the_later_keys() {
+    fn numerics_9_to_13_name_their_levels_without_the_later_keys() {
         for kind in [ModelKind::Mamba1, ModelKind::Rwkv7] {
             for (number, base) in stored_bases(kind) {
                 let mix = |numerics| stored_base(numerics, kind, number).unwrap().mix.unwrap();
                 let (nine, ten, eleven, twelve) = (mix(9), mix(10), mix(11), mix(12));
-                let thirteen = mix(13);
+                let (thirteen, fourteen) = (mix(13), mix(14));
                 assert!(!nine.follow && ten.follow, "{kind:?} {number}");
                 assert!(!ten.nibble && eleven.nibble, "{kind:?} {number}");
                 assert!(!eleven.settle && twelve.settle, "{kind:?} {number}");
                 assert!(!twelve.split && thirteen.split, "{kind:?} {number}");
+                assert!(!thirteen.delta && fourteen.delta, "{kind:?} {number}");
                 assert_eq!(
                     MixSpec {
                         follow: true,
@@ -600,7 +604,14 @@ mod tests {
                     },
                     thirteen
                 );
-                assert_eq!(Some(thirteen), base.mix);
+                assert_eq!(
+                    MixSpec {
+                        delta: true,
+                        ..thirteen
+                    },
+                    fourteen
+                );
+                assert_eq!(Some(fourteen), base.mix);
             }
         }
     }

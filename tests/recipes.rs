@@ -267,9 +267,9 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
         )),
         (1u32..1 << 24, any::<bool>()).prop_map(|(from, ops)| (true, ops, from, 0)),
     ];
-    // `ext` and, as its bits 8192, 16384, 32768, 65536 and 131072, the keys `young`,
-    // `follow`, `nibble`, `settle` and `split`.
-    let third = (0u32..=262143, sized, x86);
+    // `ext` and, as its bits 8192, 16384, 32768, 65536, 131072 and 262144, the keys `young`,
+    // `follow`, `nibble`, `settle`, `split` and `delta`.
+    let third = (0u32..=524287, sized, x86);
     proptest::option::of((first, later, third).prop_map(
         |(
             (orders, word, sparse, matcher, sse, table, rate),
@@ -315,6 +315,7 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
                 nibble: ext & 32768 != 0,
                 settle: ext & 65536 != 0,
                 split: ext & 131072 != 0,
+                delta: ext & 262144 != 0,
             }
         },
     ))

@@ -12,6 +12,7 @@
 //!   `ext` 4, a rate that starts higher and decays; with `young`, each set's rate decays with
 //!   its own updates; with `settle`, the last layer settles at three eighths of the rate);
 //! - [`record`]: the record lengths of tables and binaries, and contexts by the bytes above;
+//!   with `delta`, [`deltas`]: per column, the steps from the bytes above, whatever their value;
 //! - [`sse`]: adaptive probability maps ([`apm`]) on the mixed probability (two, or four with
 //!   `ext` 1);
 //! - with `ext` 8, [`NetMaps`]: the network's prediction refined by two maps, as inputs.
@@ -39,6 +40,7 @@ pub mod base;
 pub mod columns;
 pub mod component;
 pub mod counters;
+pub mod deltas;
 pub mod expected;
 pub mod indirect;
 pub mod logistic;
@@ -616,6 +618,7 @@ mod new_component_tests {
         let at = |cap, split| MixSpec {
             cap,
             split,
+            delta: false,
             ..MixSpec::DEFAULT
         };
         let bits = |spec: &MixSpec, part| spec.part_bits(part, spec.table, 0);

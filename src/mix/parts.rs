@@ -10,6 +10,7 @@ use std::io;
 use super::base::{Base, LastByte, SecondByte};
 use super::columns::Columns;
 use super::component::{Component, Declare, Push, Shared, components};
+use super::deltas::Deltas;
 use super::expected::Expected;
 use super::indirect::Indirect;
 use super::matcher::MatchModel;
@@ -70,4 +71,6 @@ components! {
     x86_select: X86Select,
     /// Counters by the byte the match model expects (`follow`).
     expected: Tables<Expected>,
+    /// Steps from the byte above in records (`delta`).
+    deltas: Deltas,
 }

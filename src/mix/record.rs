@@ -110,7 +110,7 @@ impl RecordModel {
     }
 
     /// The byte `back` bytes before the next one (`back` ≥ 1), or 0 before the start.
-    fn back(&self, back: usize) -> u8 {
+    pub fn back(&self, back: usize) -> u8 {
         if back > self.pos || back > WINDOW {
             0
         } else {

@@ -125,6 +125,9 @@ pub struct MixSpec {
     /// (record, sparse, order-2 and second sparse contexts, a half each) to the text tables
     /// (eight times as large) ([`Part::offset`]). In the levels from numerics 13.
     pub split: bool,
+    /// The delta model: per column of found records, the steps from the bytes above
+    /// ([`super::deltas`]). In the levels from numerics 14.
+    pub delta: bool,
 }
 
 /// What `cap` sizes apart ([`MixSpec::part_bits`]): each family of tables, map or window
@@ -176,14 +179,17 @@ impl Part {
     /// and book1 0.5% below a 32nd for 5 MiB more, and halving the record, sparse, order-2 and
     /// second sparse tables freed 12 MiB for nothing on text and 0.24% more on obj2 (each alone
     /// cost it nothing; the rest went to the network's context tables,
-    /// [`crate::fit::context_bits`]; docs/experiments.md, "Memory where it pays").
-    pub fn offset(self, cap: u32, follow: bool, split: bool) -> i32 {
+    /// [`crate::fit::context_bits`]; docs/experiments.md, "Memory where it pays"). With `delta`
+    /// (numerics 14) the second sparse tables are an eighth at every `cap`: the delta model's
+    /// memory (160 KB at 64 KiB, most of it mixer weights) had to fit within 32 MiB, and halving these tables
+    /// cost 0.03% on 21 binaries and code of 5–64 KB (the delta model took 0.4–54% off them).
+    pub fn offset(self, cap: u32, follow: bool, split: bool, delta: bool) -> i32 {
         let large = cap >= 19;
         match self {
             Part::Table => 0,
             Part::Text if split && large => -2,
             Part::Order2 | Part::Sparse | Part::Record if split && large => -2,
-            Part::Sparse2 if split && large => -3,
+            Part::Sparse2 if delta || (split && large) => -3,
             Part::Order2 | Part::Sparse => -1,
             Part::Record if large => -1,
             Part::Record => -2,
@@ -248,7 +254,7 @@ macro_rules! flag_key {
 }
 
 /// The keys of `mix:` in canonical order.
-pub static KEYS: [MixKey; 23] = [
+pub static KEYS: [MixKey; 24] = [
     MixKey {
         name: "orders",
         get: |m| m.orders,
@@ -433,6 +439,7 @@ pub static KEYS: [MixKey; 23] = [
     flag_key!("nibble", nibble, Some(0)),
     flag_key!("settle", settle, Some(0)),
     flag_key!("split", split, Some(0)),
+    flag_key!("delta", delta, Some(0)),
 ];
 
 /// The key named `name`.
@@ -530,6 +537,8 @@ impl MixSpec {
         settle: true,
         // In the levels from numerics 13 (files of 12 and older read without it).
         split: true,
+        // In the levels from numerics 14 (files of 13 and older read without it).
+        delta: true,
     };
 
     /// `self` with every key that has an implicit value ([`MixKey::implicit`]) set to it: the
@@ -618,9 +627,9 @@ impl MixSpec {
     pub fn part_bits(&self, part: Part, bits: u32, fit_below: u32) -> u32 {
         match self.cap {
             0 => self.fit_cap(bits, fit_below),
-            cap => {
-                bits.min((cap as i32 + part.offset(cap, self.follow, self.split)).max(12) as u32)
-            }
+            cap => bits.min(
+                (cap as i32 + part.offset(cap, self.follow, self.split, self.delta)).max(12) as u32,
+            ),
         }
     }
 
