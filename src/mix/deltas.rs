@@ -7,7 +7,8 @@
 //! steps moved onto the current base: the share of the steps that agree with the bits so far
 //! and give a 1 next.
 //!
-//! The bases ([`Deltas::start_byte`]): the byte above; its extrapolation from the two records
+//! Each column has two distributions, after a byte equal to the one above it and after one
+//! that moved ([`DISTRIBUTIONS`]). The bases ([`Deltas::start_byte`]): the byte above; its extrapolation from the two records
 //! above; above + left − above-left (the plane through the three neighbours); the byte two
 //! records above. Without a record length, or where the steps from the byte above have lately
 //! been spread wide (text, whose record lengths are spurious), the model says nothing: its
@@ -23,6 +24,11 @@ use super::spec::MixSpec;
 /// Columns given distributions of their own (records up to this length); the columns of
 /// longer records (image rows, long structs) share one, as their steps are alike.
 const COLUMNS: usize = 32;
+/// Each column has two distributions: after a byte equal to the one above it, and after one
+/// that moved. In a number of several bytes one byte's step carries into the next (a low
+/// byte that wraps moves the byte after it, in either byte order), and in an image the left
+/// pixel's change foretells this one's.
+const DISTRIBUTIONS: usize = 2 * (COLUMNS + 1);
 /// What a coded byte adds to its step's count.
 const STEP: u32 = 32;
 /// The total count at which a distribution's counts are halved, so that it follows the data:
@@ -42,7 +48,8 @@ const BASES: usize = 4;
 
 /// One base's distributions of steps, and the current byte's.
 struct Steps {
-    /// Per column: per step (byte − base, mod 256), its count; and their total.
+    /// Per distribution (two a column, [`DISTRIBUTIONS`]): per step (byte − base, mod 256),
+    /// its count; and their total.
     counts: Vec<[u16; 256]>,
     totals: Vec<u32>,
     /// The current byte's base, and the cumulative counts of the bytes it could be under
@@ -54,15 +61,15 @@ struct Steps {
 impl Steps {
     fn new() -> Self {
         Steps {
-            counts: vec![[0; 256]; COLUMNS + 1],
-            totals: vec![0; COLUMNS + 1],
+            counts: vec![[0; 256]; DISTRIBUTIONS],
+            totals: vec![0; DISTRIBUTIONS],
             base: 0,
             cumulative: [0; 257],
         }
     }
 
     fn bytes() -> usize {
-        (COLUMNS + 1) * (512 + 4) + 257 * 4
+        DISTRIBUTIONS * (512 + 4) + 257 * 4
     }
 
     /// Moves `column`'s distribution onto `base` for the next byte.
@@ -125,8 +132,8 @@ pub struct Deltas {
     /// Finds the record length (a detector of its own: the record tables' is inside them).
     record: RecordModel,
     steps: [Steps; BASES],
-    /// The current byte's column ([`COLUMNS`] for the shared one); none without a record
-    /// length.
+    /// The current byte's distribution: twice its column ([`COLUMNS`] for the shared one),
+    /// plus 1 after a byte that moved from the one above it; none without a record length.
     column: Option<usize>,
     /// Bytes seen.
     pos: usize,
@@ -192,13 +199,14 @@ impl Component for Deltas {
             self.column = None;
             return;
         }
+        let back = |n| self.record.back(n);
+        let (above, above2, left, above_left) = (back(r), back(2 * r), back(1), back(r + 1));
         let column = match r {
             ..=COLUMNS => self.pos % r,
             _ => COLUMNS,
         };
+        let column = 2 * column + (left != above_left) as usize;
         self.column = Some(column);
-        let back = |n| self.record.back(n);
-        let (above, above2, left, above_left) = (back(r), back(2 * r), back(1), back(r + 1));
         let bases = [
             above,
             above.wrapping_mul(2).wrapping_sub(above2),
