@@ -8,11 +8,12 @@
 //! and give a 1 next.
 //!
 //! Each column has two distributions, after a byte equal to the one above it and after one
-//! that moved ([`DISTRIBUTIONS`]). The bases ([`Deltas::start_byte`]): the byte above; its extrapolation from the two records
-//! above; above + left − above-left (the plane through the three neighbours); the byte two
-//! records above. Without a record length, or where the steps from the byte above have lately
-//! been spread wide (text, whose record lengths are spurious), the model says nothing: its
-//! inputs are 0, and the mixer gives them no weight to begin with.
+//! that moved ([`DISTRIBUTIONS`]). The bases ([`Deltas::start_byte`]): the byte above; its
+//! extrapolation from the two records above; above + left − above-left (the plane through the
+//! three neighbours); the byte two records above. Without a record length, or where the steps
+//! from the byte above have lately been spread wide (text, whose record lengths are
+//! spurious), the model says nothing ([`Deltas::speaks`]): its inputs are 0, and the mixer
+//! gives them no weight to begin with.
 
 use std::io;
 
@@ -117,17 +118,6 @@ impl Steps {
     }
 }
 
-impl Deltas {
-    /// Whether the model says anything for the next byte: with a record length, where the
-    /// steps from the byte above have lately been common ones. In text the record lengths
-    /// found are spurious (3–6 bytes, nearly always one) and a step from the byte above is
-    /// common for 0–1% of the bytes; in tables and binaries, for 30–80%. Silent in text, the
-    /// model costs it nothing (it cost 0.06–0.1% on book1 and enwik6 speaking everywhere).
-    fn speaks(&self) -> bool {
-        self.column.is_some() && self.common >= COMMON_FLOOR
-    }
-}
-
 pub struct Deltas {
     /// Finds the record length (a detector of its own: the record tables' is inside them).
     record: RecordModel,
@@ -140,6 +130,17 @@ pub struct Deltas {
     /// How often of late the step from the byte above was a common one (an eighth of its
     /// column's counts or more), in 1/65536: [`Deltas::speaks`].
     common: u32,
+}
+
+impl Deltas {
+    /// Whether the model says anything for the next byte: with a record length, where the
+    /// steps from the byte above have lately been common ones. In text the record lengths
+    /// found are spurious (3–6 bytes, nearly always one) and a step from the byte above is
+    /// common for 0–1% of the bytes; in tables and binaries, for 30–80%. Silent in text, the
+    /// model costs it nothing (it cost 0.06–0.1% on book1 and enwik6 speaking everywhere).
+    fn speaks(&self) -> bool {
+        self.column.is_some() && self.common >= COMMON_FLOOR
+    }
 }
 
 impl Component for Deltas {
