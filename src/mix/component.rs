@@ -77,13 +77,22 @@ impl Shared {
     /// The network's 12-bit probability that the next bit is 1: the share of the bytes that
     /// agree with the bits so far and continue with a 1.
     pub fn network_p(&self) -> i32 {
+        let (n0, n1) = self.halves(&self.cdf);
+        (((n1 << 12) / (n0 + n1).max(1)) as i32).clamp(1, 4095)
+    }
+
+    /// Of a cumulative table over the byte values (`cumulative[v]` sums the shares below `v`,
+    /// 257 entries), the shares of the bytes that agree with the bits so far and continue with
+    /// a 0 and with a 1.
+    #[inline]
+    pub fn halves(&self, cumulative: &[u32]) -> (u64, u64) {
         let k = self.bit_index;
         let lo = ((self.c0 << (8 - k)) - 256) as usize;
         let width = 256usize >> k;
         let mid = lo + width / 2;
-        let n0 = (self.cdf[mid] - self.cdf[lo]) as u64;
-        let n1 = (self.cdf[lo + width] - self.cdf[mid]) as u64;
-        (((n1 << 12) / (n0 + n1).max(1)) as i32).clamp(1, 4095)
+        let n0 = (cumulative[mid] - cumulative[lo]) as u64;
+        let n1 = (cumulative[lo + width] - cumulative[mid]) as u64;
+        (n0, n1)
     }
 
     /// The network's likeliest byte of the current byte position and its share of the total,

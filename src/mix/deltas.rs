@@ -53,8 +53,9 @@ struct Steps {
     /// its count; and their total.
     counts: Vec<[u16; 256]>,
     totals: Vec<u32>,
-    /// The current byte's base, and the cumulative counts of the bytes it could be under
-    /// its column's distribution: `cumulative[v]` sums the counts of the bytes below `v`.
+    /// The current byte's base, and (while the model speaks) the cumulative counts of the
+    /// bytes it could be under its distribution: `cumulative[v]` sums the counts of the bytes
+    /// below `v`.
     base: u8,
     cumulative: [u32; 257],
 }
@@ -73,14 +74,13 @@ impl Steps {
         DISTRIBUTIONS * (512 + 4) + 257 * 4
     }
 
-    /// Moves `column`'s distribution onto `base` for the next byte.
-    fn start(&mut self, column: usize, base: u8) {
-        self.base = base;
+    /// Moves `column`'s distribution onto the current base, for [`Steps::input`].
+    fn spread(&mut self, column: usize) {
         let counts = &self.counts[column];
         let mut sum = 0u32;
         for v in 0..=255u8 {
             self.cumulative[v as usize] = sum;
-            sum += counts[v.wrapping_sub(base) as usize] as u32;
+            sum += counts[v.wrapping_sub(self.base) as usize] as u32;
         }
         self.cumulative[256] = sum;
     }
@@ -107,12 +107,8 @@ impl Steps {
     /// The stretched probability that the next bit is 1: the share of the counted bytes that
     /// agree with the bits so far and have a 1 next.
     fn input(&self, s: &Shared) -> i32 {
-        let k = s.bit_index;
-        let lo = ((s.c0 << (8 - k)) - 256) as usize;
-        let width = 256usize >> k;
-        let mid = lo + width / 2;
-        let n0 = (self.cumulative[mid] - self.cumulative[lo] + PRIOR) as u64;
-        let n1 = (self.cumulative[lo + width] - self.cumulative[mid] + PRIOR) as u64;
+        let (n0, n1) = s.halves(&self.cumulative);
+        let (n0, n1) = (n0 + PRIOR as u64, n1 + PRIOR as u64);
         let p = ((n1 << 12) + (n0 + n1) / 2) / (n0 + n1);
         stretch((p as i32).clamp(1, 4095))
     }
@@ -125,8 +121,6 @@ pub struct Deltas {
     /// The current byte's distribution: twice its column ([`COLUMNS`] for the shared one),
     /// plus 1 after a byte that moved from the one above it; none without a record length.
     column: Option<usize>,
-    /// Bytes seen.
-    pos: usize,
     /// How often of late the step from the byte above was a common one (an eighth of its
     /// column's counts or more), in 1/65536: [`Deltas::speaks`].
     common: u32,
@@ -163,7 +157,6 @@ impl Component for Deltas {
             record: RecordModel::new(),
             steps: std::array::from_fn(|_| Steps::new()),
             column: None,
-            pos: 0,
             common: 0,
         })
     }
@@ -191,7 +184,6 @@ impl Component for Deltas {
             };
         }
         self.record.update_byte(byte);
-        self.pos += 1;
     }
 
     fn start_byte(&mut self, _s: &Shared) {
@@ -203,7 +195,7 @@ impl Component for Deltas {
         let back = |n| self.record.back(n);
         let (above, above2, left, above_left) = (back(r), back(2 * r), back(1), back(r + 1));
         let column = match r {
-            ..=COLUMNS => self.pos % r,
+            ..=COLUMNS => self.record.position() % r,
             _ => COLUMNS,
         };
         let column = 2 * column + (left != above_left) as usize;
@@ -215,7 +207,14 @@ impl Component for Deltas {
             above2,
         ];
         for (steps, base) in self.steps.iter_mut().zip(bases) {
-            steps.start(column, base);
+            steps.base = base;
+        }
+        // The distributions are spread only where they are read: text nearly always has a
+        // record length, and the model keeps silent there.
+        if self.speaks() {
+            for steps in &mut self.steps {
+                steps.spread(column);
+            }
         }
     }
 }
@@ -344,11 +343,12 @@ mod tests {
     fn a_distribution_moves_onto_its_base() {
         let mut steps = Steps::new();
         for above in [10u8, 200, 77, 255, 3, 140] {
-            steps.start(2, above);
+            steps.base = above;
             steps.learn(2, above.wrapping_add(5));
         }
         let above = 99u8;
-        steps.start(2, above);
+        steps.base = above;
+        steps.spread(2);
         let target = above + 5;
         let mut s = Shared::new();
         for k in 0..8 {

@@ -64,6 +64,11 @@ impl RecordModel {
         WINDOW + 256 * 9 + 64
     }
 
+    /// Bytes seen.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
     /// The record length found so far (0: none).
     pub fn length(&self) -> usize {
         self.length
