@@ -166,9 +166,9 @@ mod tests {
             mix.bytes()
         );
         assert!(
-            small
-                .to_text()
-                .contains(",cap=17,warm=1,young=1,follow=1,nibble=1,settle=1,split=1,delta=1 "),
+            small.to_text().contains(
+                ",cap=17,warm=1,young=1,follow=1,nibble=1,settle=1,split=1,delta=1,strings=1 "
+            ),
             "{small}"
         );
         // Where the cap changes no size, the recipe stays the level's; an empty input too.

@@ -304,8 +304,9 @@ pub fn describe_base(number: u8) -> String {
 /// match (`mix:follow`); up to version 10 no level kept a nibble's counters in one cache line
 /// (`mix:nibble`); up to version 11 no level's mixer let its last layer settle at three eighths of
 /// the rate (`mix:settle`); up to version 12 no level's stage split its memory above 64 KiB as
-/// `mix:split` does; up to version 13 no level had the delta model (`mix:delta`); the rest of
-/// the table is the same.
+/// `mix:split` does; up to version 13 no level had the delta model (`mix:delta`); up to
+/// version 14 no level's text contexts read the strings of binary data (`mix:strings`); the
+/// rest of the table is the same.
 pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
     let mut recipe = match (numerics, kind, entry(level).mamba1_seeded) {
         // Levels 1–3 trained their prior's network as their seeded one is trained now.
@@ -344,6 +345,7 @@ pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
 /// A level's stage as files of numerics version `numerics` have it: without the keys later
 /// versions gave every level (see [`recipe_of`]).
 fn stage_as_of(mix: &mut crate::mix::MixSpec, numerics: u8) {
+    mix.strings &= numerics >= 15;
     mix.delta &= numerics >= 14;
     mix.split &= numerics >= 13;
     mix.settle &= numerics >= 12;
@@ -518,7 +520,7 @@ mod tests {
             assert_eq!(seeded.mix, r.mix, "level {level}: the same stage");
             // What each level meant up to numerics 8 (levels 1–3 started from the prior where
             // it suited, 4–9 never did), trained otherwise than the prior's network now.
-            // (And without the stage keys of numerics 10-13.)
+            // (And without the stage keys of numerics 10-15.)
             let mut earlier = crate::prior::without(&recipe_of(8, ModelKind::Mamba1, level));
             if let Some(mix) = earlier.mix.as_mut() {
                 mix.follow = true;
@@ -526,6 +528,7 @@ mod tests {
                 mix.settle = true;
                 mix.split = true;
                 mix.delta = true;
+                mix.strings = true;
             }
             assert_eq!(seeded, earlier, "level {level}");
             assert_ne!(seeded, crate::prior::without(&r), "level {level}");
@@ -561,21 +564,22 @@ mod tests {
     }
 
     /// Numerics 10 gave every level `mix:follow`, 11 `mix:nibble`, 12 `mix:settle`, 13
-    /// `mix:split` and 14 `mix:delta`: a number in a header of 9 names the level, or its
-    /// seeded recipe, without any of them; of 10, with `follow` only; of 11, without `settle`,
-    /// `split` and `delta`; of 12, without `split` and `delta`; of 13, without `delta`.
+    /// `mix:split`, 14 `mix:delta` and 15 `mix:strings`: a number in a header of 9 names the
+    /// level, or its seeded recipe, without any of them; of 10, with `follow` only; of 11,
+    /// without `settle`, `split`, `delta` and `strings`; and so on to 14, without `strings`.
     #[test]
-    fn numerics_9_to_13_name_their_levels_without_the_later_keys() {
+    fn numerics_9_to_14_name_their_levels_without_the_later_keys() {
         for kind in [ModelKind::Mamba1, ModelKind::Rwkv7] {
             for (number, base) in stored_bases(kind) {
                 let mix = |numerics| stored_base(numerics, kind, number).unwrap().mix.unwrap();
                 let (nine, ten, eleven, twelve) = (mix(9), mix(10), mix(11), mix(12));
-                let (thirteen, fourteen) = (mix(13), mix(14));
+                let (thirteen, fourteen, fifteen) = (mix(13), mix(14), mix(15));
                 assert!(!nine.follow && ten.follow, "{kind:?} {number}");
                 assert!(!ten.nibble && eleven.nibble, "{kind:?} {number}");
                 assert!(!eleven.settle && twelve.settle, "{kind:?} {number}");
                 assert!(!twelve.split && thirteen.split, "{kind:?} {number}");
                 assert!(!thirteen.delta && fourteen.delta, "{kind:?} {number}");
+                assert!(!fourteen.strings && fifteen.strings, "{kind:?} {number}");
                 assert_eq!(
                     MixSpec {
                         follow: true,
@@ -611,7 +615,14 @@ mod tests {
                     },
                     fourteen
                 );
-                assert_eq!(Some(fourteen), base.mix);
+                assert_eq!(
+                    MixSpec {
+                        strings: true,
+                        ..fourteen
+                    },
+                    fifteen
+                );
+                assert_eq!(Some(fifteen), base.mix);
             }
         }
     }

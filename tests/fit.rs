@@ -76,7 +76,9 @@ fn a_small_file_gets_the_fit_key_and_standard_input_only_with_its_size() {
     assert!(info.is_empty());
     let info = stdout(&ok(run(d, &["info", "a.lmz"], b"")));
     assert!(
-        info.contains(",cap=17,warm=1,young=1,follow=1,nibble=1,settle=1,split=1,delta=1 "),
+        info.contains(
+            ",cap=17,warm=1,young=1,follow=1,nibble=1,settle=1,split=1,delta=1,strings=1 "
+        ),
         "{info}"
     );
     assert!(info.contains("memory to decode: "), "{info}");

@@ -267,9 +267,9 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
         )),
         (1u32..1 << 24, any::<bool>()).prop_map(|(from, ops)| (true, ops, from, 0)),
     ];
-    // `ext` and, as its bits 8192, 16384, 32768, 65536, 131072 and 262144, the keys `young`,
-    // `follow`, `nibble`, `settle`, `split` and `delta`.
-    let third = (0u32..=524287, sized, x86);
+    // `ext` and, as its bits 8192, 16384, 32768, 65536, 131072, 262144 and 524288, the keys
+    // `young`, `follow`, `nibble`, `settle`, `split`, `delta` and `strings`.
+    let third = (0u32..=1048575, sized, x86);
     proptest::option::of((first, later, third).prop_map(
         |(
             (orders, word, sparse, matcher, sse, table, rate),
@@ -316,6 +316,7 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
                 settle: ext & 65536 != 0,
                 split: ext & 131072 != 0,
                 delta: ext & 262144 != 0,
+                strings: ext & 524288 != 0,
             }
         },
     ))

@@ -128,6 +128,10 @@ pub struct MixSpec {
     /// The delta model: per column of found records, the steps from the bytes above
     /// ([`super::deltas`]). In the levels from numerics 14.
     pub delta: bool,
+    /// The strings of binary data are text to the text contexts and their selector (a NUL that
+    /// ends a printable string does not break text, which resumes 16 bytes after a byte it
+    /// does not have, not 256: [`super::text::TextClock`]). In the levels from numerics 15.
+    pub strings: bool,
 }
 
 /// What `cap` sizes apart ([`MixSpec::part_bits`]): each family of tables, map or window
@@ -254,7 +258,7 @@ macro_rules! flag_key {
 }
 
 /// The keys of `mix:` in canonical order.
-pub static KEYS: [MixKey; 24] = [
+pub static KEYS: [MixKey; 25] = [
     MixKey {
         name: "orders",
         get: |m| m.orders,
@@ -440,6 +444,7 @@ pub static KEYS: [MixKey; 24] = [
     flag_key!("settle", settle, Some(0)),
     flag_key!("split", split, Some(0)),
     flag_key!("delta", delta, Some(0)),
+    flag_key!("strings", strings, Some(0)),
 ];
 
 /// The key named `name`.
@@ -539,6 +544,8 @@ impl MixSpec {
         split: true,
         // In the levels from numerics 14 (files of 13 and older read without it).
         delta: true,
+        // In the levels from numerics 15 (files of 14 and older read without it).
+        strings: true,
     };
 
     /// `self` with every key that has an implicit value ([`MixKey::implicit`]) set to it: the
