@@ -1,7 +1,9 @@
 //! Line and column contexts (`ext` 64, `columns`), for text and source code: the byte above
 //! (at the same column of the line before), the column, and the line's indentation. Prose
 //! wrapped at a width, tables of text and indented code repeat by line, not by byte distance;
-//! the record model finds fixed periods, these follow lines of any length.
+//! the record model finds fixed periods, these follow lines of any length. With `mix:strings`,
+//! the NUL that ends a string of binary data ends a line too (a table of strings is a list of
+//! lines).
 
 use std::io;
 
@@ -9,6 +11,7 @@ use super::component::Shared;
 use super::counters::hash;
 use super::spec::{MixSpec, Part};
 use super::tables::Family;
+use super::text::ends_string;
 
 /// Bytes of the line before kept (a longer line's tail is read as unknown).
 const LINE: usize = 256;
@@ -27,6 +30,8 @@ pub struct Columns {
     indent: u32,
     /// Whether the current line has had a byte other than a space or tab.
     indented: bool,
+    /// A NUL that ends a string ends a line (`mix:strings`).
+    strings: bool,
 }
 
 impl Columns {
@@ -51,7 +56,7 @@ impl Family for Columns {
         2 * LINE
     }
 
-    fn new(_spec: &MixSpec) -> io::Result<Self> {
+    fn new(spec: &MixSpec) -> io::Result<Self> {
         Ok(Columns {
             above: vec![0; LINE],
             above_len: 0,
@@ -59,11 +64,14 @@ impl Family for Columns {
             column: 0,
             indent: 0,
             indented: false,
+            strings: spec.strings,
         })
     }
 
-    fn learn_byte(&mut self, _s: &Shared, byte: u8) {
-        if byte == b'\n' {
+    fn learn_byte(&mut self, s: &Shared, byte: u8) {
+        // (`history` has the byte already: the one before it is second.)
+        let ends_line = byte == b'\n' || self.strings && ends_string((s.history >> 8) as u8, byte);
+        if ends_line {
             self.above[..self.line.len()].copy_from_slice(&self.line);
             self.above_len = self.line.len();
             self.line.clear();
@@ -124,5 +132,21 @@ mod tests {
         let data = drifting_lines(150);
         let (with, without) = with_and_without(&data, |m| m.columns = true);
         assert!(with < 0.7 * without, "{with} vs {without}");
+    }
+
+    /// With `strings`, the same lines as NUL-terminated strings (a table of strings in binary
+    /// data) are lines too; without it they are one long line.
+    #[test]
+    fn with_strings_a_nul_that_ends_a_string_ends_a_line() {
+        let data: Vec<u8> = drifting_lines(150)
+            .into_iter()
+            .map(|b| if b == b'\n' { 0 } else { b })
+            .collect();
+        let (strings, _) = with_and_without(&data, |m| {
+            m.columns = true;
+            m.strings = true;
+        });
+        let (plain, _) = with_and_without(&data, |m| m.columns = true);
+        assert!(strings < 0.8 * plain, "{strings} vs {plain}");
     }
 }

@@ -130,7 +130,8 @@ pub struct MixSpec {
     pub delta: bool,
     /// The strings of binary data are text to the text contexts and their selector (a NUL that
     /// ends a printable string does not break text, which resumes 16 bytes after a byte it
-    /// does not have, not 256: [`super::text::TextClock`]). In the levels from numerics 15.
+    /// does not have, not 256: [`super::text::TextClock`]), and that NUL ends a line for the
+    /// text and column contexts. In the levels from numerics 15.
     pub strings: bool,
 }
 

@@ -17,9 +17,10 @@
 //! Both read the data's kind from a [`TextClock`]: the tables sit out binary data (within
 //! [`TEXT_SPAN`] bytes of a byte text does not have), pushing zeros; bytes of well-formed
 //! UTF-8 are text. With `mix:strings=1` the strings inside binary data are text too: a NUL
-//! that ends a printable string does not break it, and text resumes [`STRING_SPAN`] bytes
-//! after a byte text does not have (the string tables of executables, message catalogues and
-//! compiled Python, the symbol strings of debugging sections).
+//! that ends a printable string ([`ends_string`]) does not break it but ends a line, as a
+//! newline does, and text resumes [`STRING_SPAN`] bytes after a byte text does not have (the
+//! string tables of executables, message catalogues and compiled Python, the symbol strings of
+//! debugging sections).
 
 use std::io;
 
@@ -51,10 +52,17 @@ pub struct TextClock {
     pending: u32,
     /// Text bytes in a row that make text ([`TEXT_SPAN`], or [`STRING_SPAN`] with `strings`).
     span: u64,
-    /// With `strings`: whether the last byte was printable ASCII (a NUL after it ends a
-    /// string; a NUL after anything else is binary).
+    /// With `strings`, a NUL that ends a string ([`ends_string`]) is text.
     strings: bool,
-    after_printable: bool,
+    /// The last byte, and whether it ended a string (with `strings`).
+    last: u8,
+    ended_string: bool,
+}
+
+/// Whether `byte` after `prev` ends a string of binary data: a NUL right after printable ASCII.
+/// With `mix:strings`, such a NUL is text, and it ends a line for the text and column contexts.
+pub fn ends_string(prev: u8, byte: u8) -> bool {
+    byte == 0 && matches!(prev, b' '..=b'~')
 }
 
 impl TextClock {
@@ -66,19 +74,20 @@ impl TextClock {
             pending: 0,
             span: if strings { STRING_SPAN } else { TEXT_SPAN },
             strings,
-            after_printable: false,
+            last: 0,
+            ended_string: false,
         }
     }
 
     pub fn learn(&mut self, byte: u8) {
         self.pos += 1;
+        self.ended_string = self.strings && ends_string(self.last, byte);
+        self.last = byte;
         let text = match byte {
             b'\t' | b'\n' | b'\r' | b' '..=b'~' | 0xc2..=0xf4 => self.pending == 0,
             0x80..=0xbf => self.pending > 0,
-            0 => self.after_printable,
-            _ => false,
+            _ => self.ended_string,
         };
-        self.after_printable = self.strings && matches!(byte, b' '..=b'~');
         self.pending = match byte {
             0x80..=0xbf => self.pending.saturating_sub(1),
             0xc2..=0xdf => 1,
@@ -89,6 +98,11 @@ impl TextClock {
         if !text {
             self.last_binary = self.pos;
         }
+    }
+
+    /// Whether the last byte ended a string (always false without `strings`).
+    pub fn ended_string(&self) -> bool {
+        self.ended_string
     }
 
     /// Whether the bytes since the last one text does not have are the clock's span or more.
@@ -206,7 +220,7 @@ impl Family for Text {
             b'>' => self.tag = false,
             _ => {}
         }
-        if byte == b'\n' {
+        if byte == b'\n' || self.clock.ended_string() {
             self.above_len = self.column;
             self.column = 0;
             self.square = 0;
@@ -412,6 +426,9 @@ mod tests {
         let table = b"main:F(0,1)\0argc:p(0,1)\0int:t(0,1)=r(0,1);\0".repeat(8);
         assert!(!clock_after(&table, false).in_text());
         assert!(clock_after(&table, true).in_text());
+        assert!(clock_after(&table, true).ended_string());
+        assert!(!clock_after(&table, false).ended_string());
+        assert!(!clock_after(&table[..table.len() - 1], true).ended_string());
         let span = STRING_SPAN as usize;
         for bad in [&[0u8, 0][..], &[b'\n', 0], &[0x93], &[0xc3, b'a']] {
             let mut data = table.clone();
