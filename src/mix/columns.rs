@@ -69,8 +69,8 @@ impl Family for Columns {
     }
 
     fn learn_byte(&mut self, s: &Shared, byte: u8) {
-        // (`history` has the byte already: the one before it is second.)
-        let ends_line = byte == b'\n' || self.strings && ends_string((s.history >> 8) as u8, byte);
+        // (`history` has the byte already: the two before it are next.)
+        let ends_line = byte == b'\n' || self.strings && ends_string((s.history >> 8) as u16, byte);
         if ends_line {
             self.above[..self.line.len()].copy_from_slice(&self.line);
             self.above_len = self.line.len();

@@ -54,15 +54,19 @@ pub struct TextClock {
     span: u64,
     /// With `strings`, a NUL that ends a string ([`ends_string`]) is text.
     strings: bool,
-    /// The last byte, and whether it ended a string (with `strings`).
-    last: u8,
+    /// The last two bytes (the last in the low byte), and whether the last ended a string
+    /// (with `strings`).
+    last: u16,
     ended_string: bool,
 }
 
-/// Whether `byte` after `prev` ends a string of binary data: a NUL right after printable ASCII.
-/// With `mix:strings`, such a NUL is text, and it ends a line for the text and column contexts.
-pub fn ends_string(prev: u8, byte: u8) -> bool {
-    byte == 0 && matches!(prev, b' '..=b'~')
+/// Whether `byte` after `before` (the last two bytes, the last in the low byte) ends a string
+/// of binary data: a NUL right after printable ASCII that did not itself follow a NUL. With
+/// `mix:strings`, such a NUL is text, and it ends a line for the text and column contexts.
+/// (Without the second condition it would end every character of UTF-16 text, whose ASCII
+/// alternates with NULs.)
+pub fn ends_string(before: u16, byte: u8) -> bool {
+    byte == 0 && (0x20..=0x7e).contains(&(before & 0xff)) && before >> 8 != 0
 }
 
 impl TextClock {
@@ -82,7 +86,7 @@ impl TextClock {
     pub fn learn(&mut self, byte: u8) {
         self.pos += 1;
         self.ended_string = self.strings && ends_string(self.last, byte);
-        self.last = byte;
+        self.last = self.last << 8 | byte as u16;
         let text = match byte {
             b'\t' | b'\n' | b'\r' | b' '..=b'~' | 0xc2..=0xf4 => self.pending == 0,
             0x80..=0xbf => self.pending > 0,
@@ -420,7 +424,8 @@ mod tests {
 
     /// With `strings`, the NUL that ends each printable string keeps the text contexts on and
     /// a byte text does not have keeps them off for [`STRING_SPAN`] bytes only; NULs in a row,
-    /// or after a byte that is not printable, are binary.
+    /// after a byte that is not printable, or between the characters of UTF-16 text are
+    /// binary.
     #[test]
     fn with_strings_a_nul_ends_a_string_of_text() {
         let table = b"main:F(0,1)\0argc:p(0,1)\0int:t(0,1)=r(0,1);\0".repeat(8);
@@ -430,7 +435,23 @@ mod tests {
         assert!(!clock_after(&table, false).ended_string());
         assert!(!clock_after(&table[..table.len() - 1], true).ended_string());
         let span = STRING_SPAN as usize;
-        for bad in [&[0u8, 0][..], &[b'\n', 0], &[0x93], &[0xc3, b'a']] {
+        // UTF-16 text: each NUL follows a printable byte that follows a NUL.
+        let utf16: Vec<u8> = "plain text, "
+            .repeat(40)
+            .bytes()
+            .flat_map(|b| [b, 0])
+            .collect();
+        assert!(!clock_after(&utf16, true).in_text());
+        assert!(!clock_after(&utf16, true).ended_string());
+        let one_letter = b"\x01x\0\x02ab\0".repeat(8);
+        assert!(clock_after(&one_letter, true).ended_string());
+        for bad in [
+            &[0u8, 0][..],
+            &[b'\n', 0],
+            &[0x93],
+            &[0xc3, b'a'],
+            &[0, b'a', 0],
+        ] {
             let mut data = table.clone();
             data.extend_from_slice(bad);
             assert!(!clock_after(&data, true).in_text(), "{bad:?}");
@@ -474,5 +495,25 @@ mod tests {
             with < 0.9 * plain,
             "{with} vs {plain} ({without} without text)"
         );
+    }
+
+    /// UTF-16 text (ASCII alternating with NULs) has no strings to end: with `strings` it is
+    /// coded to the bit as without.
+    #[test]
+    fn utf16_text_is_coded_as_without_strings() {
+        let data: Vec<u8> = wrapped_prose(600)
+            .into_iter()
+            .flat_map(|b| [b, 0])
+            .collect();
+        let (with, _) = with_and_without(&data, |m| {
+            m.text = true;
+            m.columns = true;
+            m.strings = true;
+        });
+        let (without, _) = with_and_without(&data, |m| {
+            m.text = true;
+            m.columns = true;
+        });
+        assert_eq!(with, without);
     }
 }
