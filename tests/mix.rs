@@ -362,3 +362,57 @@ fn the_delta_model_round_trips_and_pays_on_growing_records() {
     let (with, without) = (size(1), size(0));
     assert!(with * 100 < without * 95, "{with} against {without}");
 }
+
+/// Tables of NUL-terminated strings after binary headers (as in object files and message
+/// catalogues), with UTF-16 text beside them.
+fn string_tables(tables: usize) -> Vec<u8> {
+    let words = [
+        "open", "close", "read", "write", "seek", "flush", "stat", "sync",
+    ];
+    let mut data = Vec::new();
+    for t in 0..tables {
+        data.extend_from_slice(&[0x7f, 0x03, t as u8, 0]);
+        for i in 0..12 {
+            let name = format!("{}_{}:f({},{})", words[(t + i) % 8], words[i % 8], t % 5, i);
+            data.extend_from_slice(name.as_bytes());
+            data.push(0);
+        }
+        let utf16: Vec<u8> = format!("Table {t} of the catalogue")
+            .bytes()
+            .flat_map(|b| [b, 0])
+            .collect();
+        data.extend(utf16);
+    }
+    data
+}
+
+/// The strings of binary data (`mix:strings`) round trip with both models in every training
+/// mode, beside UTF-16 text and the inputs that break compressors, and they pay.
+#[test]
+fn strings_in_binary_data_round_trip_and_pay() {
+    let tables = string_tables(60);
+    let mut mixed = binary(1000, 7);
+    mixed.extend(string_tables(10));
+    mixed.extend(text(1500));
+    for kind in [ModelKind::Mamba1, ModelKind::Rwkv7] {
+        for recipe in modes(kind) {
+            let recipe = recipe
+                .edit("mix:table=16,match=16,strings=1", None)
+                .unwrap();
+            assert_round_trip(&recipe, "string tables", &tables);
+            assert_round_trip(&recipe, "binary, strings, text", &mixed);
+            for (name, data) in short_samples() {
+                assert_round_trip(&recipe, name, &data);
+            }
+        }
+    }
+    let base = tiny(ModelKind::Mamba1, Some(OptimizerKind::Adam), 1);
+    let size = |strings| {
+        let recipe = base
+            .edit(&format!("mix:table=16,match=16,strings={strings}"), None)
+            .unwrap();
+        compress_bytes(&recipe, &tables).unwrap().len()
+    };
+    let (with, without) = (size(1), size(0));
+    assert!(with * 100 < without * 98, "{with} against {without}");
+}
