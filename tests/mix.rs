@@ -342,25 +342,36 @@ fn the_delta_model_round_trips_and_pays_on_growing_records() {
     let mut mixed = text(2000);
     mixed.extend(growing_records(200));
     mixed.extend(binary(1000, 4));
+    let samples = [("records", &records[..]), ("text, records, binary", &mixed)];
+    let (with, without) = round_trips_and_sizes("delta", &samples, &records);
+    assert!(with * 100 < without * 95, "{with} against {without}");
+}
+
+/// Round trips with the stage key `key` on (small tables) with both models in every training
+/// mode, on `samples` and the inputs that break compressors; then the bytes of `measured`
+/// with the key on and off (Mamba-1, Adam).
+fn round_trips_and_sizes(key: &str, samples: &[(&str, &[u8])], measured: &[u8]) -> (usize, usize) {
     for kind in [ModelKind::Mamba1, ModelKind::Rwkv7] {
         for recipe in modes(kind) {
-            let recipe = recipe.edit("mix:table=16,match=16,delta=1", None).unwrap();
-            assert_round_trip(&recipe, "records", &records);
-            assert_round_trip(&recipe, "text, records, binary", &mixed);
+            let recipe = recipe
+                .edit(&format!("mix:table=16,match=16,{key}=1"), None)
+                .unwrap();
+            for (name, data) in samples {
+                assert_round_trip(&recipe, name, data);
+            }
             for (name, data) in short_samples() {
                 assert_round_trip(&recipe, name, &data);
             }
         }
     }
     let base = tiny(ModelKind::Mamba1, Some(OptimizerKind::Adam), 1);
-    let size = |delta| {
+    let size = |on: u8| {
         let recipe = base
-            .edit(&format!("mix:table=16,match=16,delta={delta}"), None)
+            .edit(&format!("mix:table=16,match=16,{key}={on}"), None)
             .unwrap();
-        compress_bytes(&recipe, &records).unwrap().len()
+        compress_bytes(&recipe, measured).unwrap().len()
     };
-    let (with, without) = (size(1), size(0));
-    assert!(with * 100 < without * 95, "{with} against {without}");
+    (size(1), size(0))
 }
 
 /// Tables of NUL-terminated strings after binary headers (as in object files and message
@@ -394,25 +405,10 @@ fn strings_in_binary_data_round_trip_and_pay() {
     let mut mixed = binary(1000, 7);
     mixed.extend(string_tables(10));
     mixed.extend(text(1500));
-    for kind in [ModelKind::Mamba1, ModelKind::Rwkv7] {
-        for recipe in modes(kind) {
-            let recipe = recipe
-                .edit("mix:table=16,match=16,strings=1", None)
-                .unwrap();
-            assert_round_trip(&recipe, "string tables", &tables);
-            assert_round_trip(&recipe, "binary, strings, text", &mixed);
-            for (name, data) in short_samples() {
-                assert_round_trip(&recipe, name, &data);
-            }
-        }
-    }
-    let base = tiny(ModelKind::Mamba1, Some(OptimizerKind::Adam), 1);
-    let size = |strings| {
-        let recipe = base
-            .edit(&format!("mix:table=16,match=16,strings={strings}"), None)
-            .unwrap();
-        compress_bytes(&recipe, &tables).unwrap().len()
-    };
-    let (with, without) = (size(1), size(0));
+    let samples = [
+        ("string tables", &tables[..]),
+        ("binary, strings, text", &mixed),
+    ];
+    let (with, without) = round_trips_and_sizes("strings", &samples, &tables);
     assert!(with * 100 < without * 98, "{with} against {without}");
 }

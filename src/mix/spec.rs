@@ -129,9 +129,10 @@ pub struct MixSpec {
     /// ([`super::deltas`]). In the levels from numerics 14.
     pub delta: bool,
     /// The strings of binary data are text to the text contexts and their selector (a NUL that
-    /// ends a printable string, [`super::text::ends_string`], does not break text, which resumes 16 bytes after a byte it
-    /// does not have, not 256: [`super::text::TextClock`]), and that NUL ends a line for the
-    /// text and column contexts. In the levels from numerics 15.
+    /// ends a printable string, [`super::text::ends_string`], does not break text, which
+    /// resumes 16 bytes after a byte it does not have, not 256: [`super::text::TextClock`]),
+    /// and that NUL ends a line for the text and column contexts. In the levels from numerics
+    /// 15.
     pub strings: bool,
 }
 

@@ -50,9 +50,8 @@ pub struct TextClock {
     last_binary: u64,
     /// Continuation bytes still due in a UTF-8 sequence.
     pending: u32,
-    /// Text bytes in a row that make text ([`TEXT_SPAN`], or [`STRING_SPAN`] with `strings`).
-    span: u64,
-    /// With `strings`, a NUL that ends a string ([`ends_string`]) is text.
+    /// With `strings`, a NUL that ends a string ([`ends_string`]) is text, and text comes on
+    /// after [`STRING_SPAN`] text bytes in a row instead of [`TEXT_SPAN`].
     strings: bool,
     /// The last two bytes (the last in the low byte), and whether the last ended a string
     /// (with `strings`).
@@ -76,7 +75,6 @@ impl TextClock {
             pos: 0,
             last_binary: 0,
             pending: 0,
-            span: if strings { STRING_SPAN } else { TEXT_SPAN },
             strings,
             last: 0,
             ended_string: false,
@@ -111,7 +109,8 @@ impl TextClock {
 
     /// Whether the bytes since the last one text does not have are the clock's span or more.
     pub fn in_text(&self) -> bool {
-        self.last_binary == 0 || self.pos - self.last_binary >= self.span
+        let span = if self.strings { STRING_SPAN } else { TEXT_SPAN };
+        self.last_binary == 0 || self.pos - self.last_binary >= span
     }
 }
 
