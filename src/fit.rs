@@ -88,7 +88,7 @@ pub fn fitted(recipe: &Recipe, len: u64) -> Recipe {
         return recipe;
     };
     let fitted = MixSpec {
-        cap: fit_bits(len),
+        cap: fit_bits(len) + larger_by(&mix),
         ..mix
     };
     // `cap` only ever lowers sizes, and every size it lowers is counted in `bytes`.
@@ -96,6 +96,14 @@ pub fn fitted(recipe: &Recipe, len: u64) -> Recipe {
         recipe.mix = Some(fitted);
     }
     recipe
+}
+
+/// How many steps of `cap` a stage's tables are above the default level's (levels 4–9: one,
+/// for tables of 2^23 against 2^22): its `cap` for an input is that much above the default's,
+/// so that it keeps twice the default's memory at every length (where that is below its own
+/// tables' size).
+fn larger_by(mix: &MixSpec) -> u32 {
+    mix.table.saturating_sub(MixSpec::DEFAULT.table)
 }
 
 /// `recipe` with its fresh network's context tables at most [`context_bits`]`(len)` (a
@@ -186,6 +194,30 @@ mod tests {
         assert_eq!(for_input(&level, None, true).unwrap(), level);
         assert_eq!(for_input(&level, Some(5000), false).unwrap(), level);
         assert_eq!(for_input(&level, Some(5000), true).unwrap(), small);
+    }
+
+    #[test]
+    fn the_larger_levels_keep_twice_the_defaults_tables_at_every_length() {
+        let default = levels::default_recipe(ModelKind::Mamba1);
+        for level in 4..=levels::MAX_LEVEL {
+            for recipe in [
+                levels::recipe(ModelKind::Mamba1, level),
+                levels::seeded_recipe(ModelKind::Mamba1, level),
+                levels::recipe(ModelKind::Rwkv7, level),
+            ] {
+                for len in [1, 5000, 100_000, 1 << 20, 1 << 24] {
+                    let (ours, theirs) = (
+                        fitted(&recipe, len).mix.unwrap(),
+                        fitted(&default, len).mix.unwrap(),
+                    );
+                    assert_eq!(ours.cap, theirs.cap + 1, "level {level}, {len} bytes");
+                    assert!(ours.bytes() > theirs.bytes(), "level {level}, {len} bytes");
+                }
+                // Where the default keeps its own sizes, so do they.
+                let huge = fitted(&recipe, 1 << 40).mix.unwrap();
+                assert_eq!((huge.cap, huge.table), (0, 23), "level {level}");
+            }
+        }
     }
 
     fn ctx_of(r: &Recipe) -> usize {

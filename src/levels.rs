@@ -103,12 +103,29 @@ macro_rules! train_from_prior {
 
 /// The network of levels 3–9 for inputs their prior suits: a 64-wide block started from the
 /// prior `text2`. The larger seeded networks of levels 4–9 lost to it on text and code by 7%.
+/// `$mix` is the level's stage keys before `warm` (levels 4–9: their larger tables).
 macro_rules! prior_network_trained_longer {
     () => {
+        prior_network_trained_longer!("")
+    };
+    ($mix:expr) => {
         concat!(
-            "cfg:hidden=64,layers=1,state=8,conv=8,ctx=14,prior=2 mix:warm=1 ",
+            "cfg:hidden=64,layers=1,state=8,conv=8,ctx=14,prior=2 mix:",
+            $mix,
+            "warm=1 ",
             train_from_prior!()
         )
+    };
+}
+
+/// The stage of levels 4–9: counter tables of 2^23 (twice the default's) and, for an input of
+/// known length, `cap` one above the default's ([`crate::fit::fitted`]). enwik6 then needs
+/// 171 MiB to decode instead of 98: book1 −0.35%, enwik6 −0.27%, obj2 −0.23% against the
+/// default's stage, at the same speed (docs/experiments.md, "Levels 4–9 take twice the
+/// memory").
+macro_rules! larger_stage {
+    () => {
+        "table=23,"
     };
 }
 
@@ -175,52 +192,94 @@ pub const LEVELS: [Level; MAX_LEVEL as usize] = [
         rwkv7: concat!("cfg:hidden=64,layers=1 mix:warm=1 ", train!("0.002")),
     },
     Level {
-        mamba1: prior_network_trained_longer!(),
+        mamba1: prior_network_trained_longer!(larger_stage!()),
         mamba1_seeded: Some(concat!(
-            "cfg:hidden=96,layers=2,state=8,conv=8,ctx=14 mix:warm=1 ",
+            "cfg:hidden=96,layers=2,state=8,conv=8,ctx=14 mix:",
+            larger_stage!(),
+            "warm=1 ",
             train!("0.0014")
         )),
-        rwkv7: concat!("cfg:hidden=128,layers=1 mix:warm=1 ", train!("0.0014")),
+        rwkv7: concat!(
+            "cfg:hidden=128,layers=1 mix:",
+            larger_stage!(),
+            "warm=1 ",
+            train!("0.0014")
+        ),
     },
     Level {
-        mamba1: prior_network_trained_longer!(),
+        mamba1: prior_network_trained_longer!(larger_stage!()),
         mamba1_seeded: Some(concat!(
-            "cfg:hidden=128,layers=2,conv=8,ctx=14 mix:warm=1 ",
+            "cfg:hidden=128,layers=2,conv=8,ctx=14 mix:",
+            larger_stage!(),
+            "warm=1 ",
             train_fast_ends!()
         )),
-        rwkv7: concat!("cfg:hidden=128,layers=2 mix:warm=1 ", train!("0.001")),
+        rwkv7: concat!(
+            "cfg:hidden=128,layers=2 mix:",
+            larger_stage!(),
+            "warm=1 ",
+            train!("0.001")
+        ),
     },
     Level {
-        mamba1: prior_network_trained_longer!(),
+        mamba1: prior_network_trained_longer!(larger_stage!()),
         mamba1_seeded: Some(concat!(
-            "cfg:hidden=128,layers=3,conv=8,ctx=14 mix:warm=1 ",
+            "cfg:hidden=128,layers=3,conv=8,ctx=14 mix:",
+            larger_stage!(),
+            "warm=1 ",
             train_fast_ends!()
         )),
-        rwkv7: concat!("cfg:hidden=128,layers=3 mix:warm=1 ", train!("0.001")),
+        rwkv7: concat!(
+            "cfg:hidden=128,layers=3 mix:",
+            larger_stage!(),
+            "warm=1 ",
+            train!("0.001")
+        ),
     },
     Level {
-        mamba1: prior_network_trained_longer!(),
+        mamba1: prior_network_trained_longer!(larger_stage!()),
         mamba1_seeded: Some(concat!(
-            "cfg:hidden=128,layers=4,conv=8,ctx=14 mix:warm=1 ",
+            "cfg:hidden=128,layers=4,conv=8,ctx=14 mix:",
+            larger_stage!(),
+            "warm=1 ",
             train_fast_ends!()
         )),
-        rwkv7: concat!("cfg:hidden=128,layers=4 mix:warm=1 ", train!("0.001")),
+        rwkv7: concat!(
+            "cfg:hidden=128,layers=4 mix:",
+            larger_stage!(),
+            "warm=1 ",
+            train!("0.001")
+        ),
     },
     Level {
-        mamba1: prior_network_trained_longer!(),
+        mamba1: prior_network_trained_longer!(larger_stage!()),
         mamba1_seeded: Some(concat!(
-            "cfg:hidden=128,layers=6,conv=8,ctx=14 mix:warm=1 ",
+            "cfg:hidden=128,layers=6,conv=8,ctx=14 mix:",
+            larger_stage!(),
+            "warm=1 ",
             train_fast_ends!()
         )),
-        rwkv7: concat!("cfg:hidden=128,layers=6 mix:warm=1 ", train!("0.001")),
+        rwkv7: concat!(
+            "cfg:hidden=128,layers=6 mix:",
+            larger_stage!(),
+            "warm=1 ",
+            train!("0.001")
+        ),
     },
     Level {
-        mamba1: prior_network_trained_longer!(),
+        mamba1: prior_network_trained_longer!(larger_stage!()),
         mamba1_seeded: Some(concat!(
-            "cfg:hidden=192,layers=4,conv=8,ctx=14 mix:warm=1 ",
+            "cfg:hidden=192,layers=4,conv=8,ctx=14 mix:",
+            larger_stage!(),
+            "warm=1 ",
             train_fast_ends!()
         )),
-        rwkv7: concat!("cfg:hidden=192,layers=4 mix:warm=1 ", train!("0.001")),
+        rwkv7: concat!(
+            "cfg:hidden=192,layers=4 mix:",
+            larger_stage!(),
+            "warm=1 ",
+            train!("0.001")
+        ),
     },
 ];
 
@@ -305,8 +364,9 @@ pub fn describe_base(number: u8) -> String {
 /// (`mix:nibble`); up to version 11 no level's mixer let its last layer settle at three eighths of
 /// the rate (`mix:settle`); up to version 12 no level's stage split its memory above 64 KiB as
 /// `mix:split` does; up to version 13 no level had the delta model (`mix:delta`); up to
-/// version 14 no level's text contexts read the strings of binary data (`mix:strings`); the
-/// rest of the table is the same.
+/// version 14 no level's text contexts read the strings of binary data (`mix:strings`); up to
+/// version 15 levels 4–9 had the default's tables (2^22, not 2^23); the rest of the table is
+/// the same.
 pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
     let mut recipe = match (numerics, kind, entry(level).mamba1_seeded) {
         // Levels 1–3 trained their prior's network as their seeded one is trained now.
@@ -345,6 +405,9 @@ pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
 /// A level's stage as files of numerics version `numerics` have it: without the keys later
 /// versions gave every level (see [`recipe_of`]).
 fn stage_as_of(mix: &mut crate::mix::MixSpec, numerics: u8) {
+    if numerics <= 15 {
+        mix.table = mix.table.min(crate::mix::MixSpec::DEFAULT.table);
+    }
     mix.strings &= numerics >= 15;
     mix.delta &= numerics >= 14;
     mix.split &= numerics >= 13;
@@ -523,6 +586,7 @@ mod tests {
             // (And without the stage keys of numerics 10-15.)
             let mut earlier = crate::prior::without(&recipe_of(8, ModelKind::Mamba1, level));
             if let Some(mix) = earlier.mix.as_mut() {
+                mix.table = seeded.mix.unwrap().table;
                 mix.follow = true;
                 mix.nibble = true;
                 mix.settle = true;
@@ -567,13 +631,15 @@ mod tests {
     /// `mix:split`, 14 `mix:delta` and 15 `mix:strings`: a number in a header of 9 names the
     /// level, or its seeded recipe, without any of them; of 10, with `follow` only; of 11,
     /// without `settle`, `split`, `delta` and `strings`; and so on to 14, without `strings`.
+    /// Numerics 16 gave levels 4–9 tables of 2^23: up to 15 every level's are 2^22 at most.
     #[test]
-    fn numerics_9_to_14_name_their_levels_without_the_later_keys() {
+    fn numerics_9_to_15_name_their_levels_without_the_later_keys() {
         for kind in [ModelKind::Mamba1, ModelKind::Rwkv7] {
             for (number, base) in stored_bases(kind) {
                 let mix = |numerics| stored_base(numerics, kind, number).unwrap().mix.unwrap();
                 let (nine, ten, eleven, twelve) = (mix(9), mix(10), mix(11), mix(12));
                 let (thirteen, fourteen, fifteen) = (mix(13), mix(14), mix(15));
+                let sixteen = mix(16);
                 assert!(!nine.follow && ten.follow, "{kind:?} {number}");
                 assert!(!ten.nibble && eleven.nibble, "{kind:?} {number}");
                 assert!(!eleven.settle && twelve.settle, "{kind:?} {number}");
@@ -622,7 +688,22 @@ mod tests {
                     },
                     fifteen
                 );
-                assert_eq!(Some(fifteen), base.mix);
+                let number_level = if number > SEEDED_BASE {
+                    number - SEEDED_BASE
+                } else {
+                    number
+                };
+                let larger = number_level > DEFAULT_LEVEL;
+                assert_eq!(sixteen.table, if larger { 23 } else { fifteen.table });
+                assert!(fifteen.table <= 22, "{kind:?} {number}");
+                assert_eq!(
+                    MixSpec {
+                        table: sixteen.table,
+                        ..fifteen
+                    },
+                    sixteen
+                );
+                assert_eq!(Some(sixteen), base.mix);
             }
         }
     }

@@ -288,9 +288,11 @@ fn a_level_takes_its_seeded_network_for_binary_data() {
         assert_eq!(ok(run(d, &["-d", "-c", &lmz], b"")).stdout, data, "{name}");
         String::from_utf8_lossy(&ok(run(d, &["info", &lmz], b"")).stdout).into_owned()
     };
-    // Levels 3–9 share the prior's network: the lowest number names it.
+    // Levels 4–9 share the prior's network and their larger tables: the lowest number names
+    // them.
     let info = stored_as("t", &text_data, &[]);
-    assert!(info.contains("stored as level 3 with"), "{info}");
+    assert!(info.contains("stored as level 4 with"), "{info}");
+    assert!(info.contains(",table=23,"), "{info}");
     assert!(info.contains("prior:"), "{info}");
     let info = stored_as("b", &binary, &[]);
     assert!(
