@@ -7,7 +7,8 @@
 //! `cap = N` gives the context tables of orders 3 and up and of words 2^N counters at most,
 //! and each other family, map and window its own size against N
 //! ([`crate::mix::Part::offset`]). N is chosen as `ceil((log2 len + FIT_OFFSET) / 2)`,
-//! within [`FIT_CHOSEN`]: a table of 2^N counters then holds about `sqrt(2^20 / len)`
+//! within [`FIT_CHOSEN`] (for a stage whose tables are above the default's, as at levels 4–9,
+//! that many steps higher): a table of 2^N counters then holds about `sqrt(2^20 / len)`
 //! counters per input byte (4 at 64 KiB, 1 at 1 MiB), which keeps inputs up to 64 KiB within
 //! 32 MiB and up to 1 MiB within 96 MiB of resident memory, where each step of N costs the
 //! whole table size; from 128 KiB to 1 MiB N is 20 ([`FIT_FROM_128K`]), where 19 cost more

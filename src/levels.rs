@@ -103,16 +103,15 @@ macro_rules! train_from_prior {
 
 /// The network of levels 3–9 for inputs their prior suits: a 64-wide block started from the
 /// prior `text2`. The larger seeded networks of levels 4–9 lost to it on text and code by 7%.
-/// `$mix` is the level's stage keys before `warm` (levels 4–9: their larger tables).
+/// `$mix` is the level's stage item (levels 4–9: `larger_stage`'s).
 macro_rules! prior_network_trained_longer {
     () => {
-        prior_network_trained_longer!("")
+        prior_network_trained_longer!("mix:warm=1 ")
     };
     ($mix:expr) => {
         concat!(
-            "cfg:hidden=64,layers=1,state=8,conv=8,ctx=14,prior=2 mix:",
+            "cfg:hidden=64,layers=1,state=8,conv=8,ctx=14,prior=2 ",
             $mix,
-            "warm=1 ",
             train_from_prior!()
         )
     };
@@ -125,7 +124,7 @@ macro_rules! prior_network_trained_longer {
 /// memory").
 macro_rules! larger_stage {
     () => {
-        "table=23,"
+        "mix:table=23,warm=1 "
     };
 }
 
@@ -194,92 +193,60 @@ pub const LEVELS: [Level; MAX_LEVEL as usize] = [
     Level {
         mamba1: prior_network_trained_longer!(larger_stage!()),
         mamba1_seeded: Some(concat!(
-            "cfg:hidden=96,layers=2,state=8,conv=8,ctx=14 mix:",
+            "cfg:hidden=96,layers=2,state=8,conv=8,ctx=14 ",
             larger_stage!(),
-            "warm=1 ",
             train!("0.0014")
         )),
         rwkv7: concat!(
-            "cfg:hidden=128,layers=1 mix:",
+            "cfg:hidden=128,layers=1 ",
             larger_stage!(),
-            "warm=1 ",
             train!("0.0014")
         ),
     },
     Level {
         mamba1: prior_network_trained_longer!(larger_stage!()),
         mamba1_seeded: Some(concat!(
-            "cfg:hidden=128,layers=2,conv=8,ctx=14 mix:",
+            "cfg:hidden=128,layers=2,conv=8,ctx=14 ",
             larger_stage!(),
-            "warm=1 ",
             train_fast_ends!()
         )),
-        rwkv7: concat!(
-            "cfg:hidden=128,layers=2 mix:",
-            larger_stage!(),
-            "warm=1 ",
-            train!("0.001")
-        ),
+        rwkv7: concat!("cfg:hidden=128,layers=2 ", larger_stage!(), train!("0.001")),
     },
     Level {
         mamba1: prior_network_trained_longer!(larger_stage!()),
         mamba1_seeded: Some(concat!(
-            "cfg:hidden=128,layers=3,conv=8,ctx=14 mix:",
+            "cfg:hidden=128,layers=3,conv=8,ctx=14 ",
             larger_stage!(),
-            "warm=1 ",
             train_fast_ends!()
         )),
-        rwkv7: concat!(
-            "cfg:hidden=128,layers=3 mix:",
-            larger_stage!(),
-            "warm=1 ",
-            train!("0.001")
-        ),
+        rwkv7: concat!("cfg:hidden=128,layers=3 ", larger_stage!(), train!("0.001")),
     },
     Level {
         mamba1: prior_network_trained_longer!(larger_stage!()),
         mamba1_seeded: Some(concat!(
-            "cfg:hidden=128,layers=4,conv=8,ctx=14 mix:",
+            "cfg:hidden=128,layers=4,conv=8,ctx=14 ",
             larger_stage!(),
-            "warm=1 ",
             train_fast_ends!()
         )),
-        rwkv7: concat!(
-            "cfg:hidden=128,layers=4 mix:",
-            larger_stage!(),
-            "warm=1 ",
-            train!("0.001")
-        ),
+        rwkv7: concat!("cfg:hidden=128,layers=4 ", larger_stage!(), train!("0.001")),
     },
     Level {
         mamba1: prior_network_trained_longer!(larger_stage!()),
         mamba1_seeded: Some(concat!(
-            "cfg:hidden=128,layers=6,conv=8,ctx=14 mix:",
+            "cfg:hidden=128,layers=6,conv=8,ctx=14 ",
             larger_stage!(),
-            "warm=1 ",
             train_fast_ends!()
         )),
-        rwkv7: concat!(
-            "cfg:hidden=128,layers=6 mix:",
-            larger_stage!(),
-            "warm=1 ",
-            train!("0.001")
-        ),
+        rwkv7: concat!("cfg:hidden=128,layers=6 ", larger_stage!(), train!("0.001")),
     },
     Level {
         mamba1: prior_network_trained_longer!(larger_stage!()),
         mamba1_seeded: Some(concat!(
-            "cfg:hidden=192,layers=4,conv=8,ctx=14 mix:",
+            "cfg:hidden=192,layers=4,conv=8,ctx=14 ",
             larger_stage!(),
-            "warm=1 ",
             train_fast_ends!()
         )),
-        rwkv7: concat!(
-            "cfg:hidden=192,layers=4 mix:",
-            larger_stage!(),
-            "warm=1 ",
-            train!("0.001")
-        ),
+        rwkv7: concat!("cfg:hidden=192,layers=4 ", larger_stage!(), train!("0.001")),
     },
 ];
 
@@ -688,12 +655,7 @@ mod tests {
                     },
                     fifteen
                 );
-                let number_level = if number > SEEDED_BASE {
-                    number - SEEDED_BASE
-                } else {
-                    number
-                };
-                let larger = number_level > DEFAULT_LEVEL;
+                let larger = number % SEEDED_BASE > DEFAULT_LEVEL;
                 assert_eq!(sixteen.table, if larger { 23 } else { fifteen.table });
                 assert!(fifteen.table <= 22, "{kind:?} {number}");
                 assert_eq!(
