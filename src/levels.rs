@@ -332,8 +332,8 @@ pub fn describe_base(number: u8) -> String {
 /// the rate (`mix:settle`); up to version 12 no level's stage split its memory above 64 KiB as
 /// `mix:split` does; up to version 13 no level had the delta model (`mix:delta`); up to
 /// version 14 no level's text contexts read the strings of binary data (`mix:strings`); up to
-/// version 15 levels 4–9 had the default's tables (2^22, not 2^23); the rest of the table is
-/// the same.
+/// version 15 levels 4–9 had the default's tables (2^22, not 2^23); up to version 16 no
+/// level's counters had a long memory (`mix:long`); the rest of the table is the same.
 pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
     let mut recipe = match (numerics, kind, entry(level).mamba1_seeded) {
         // Levels 1–3 trained their prior's network as their seeded one is trained now.
@@ -372,6 +372,7 @@ pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
 /// A level's stage as files of numerics version `numerics` have it: without the keys later
 /// versions gave every level (see [`recipe_of`]).
 fn stage_as_of(mix: &mut crate::mix::MixSpec, numerics: u8) {
+    mix.long &= numerics >= 17;
     if numerics <= 15 {
         mix.table = mix.table.min(crate::mix::MixSpec::DEFAULT.table);
     }
@@ -550,7 +551,7 @@ mod tests {
             assert_eq!(seeded.mix, r.mix, "level {level}: the same stage");
             // What each level meant up to numerics 8 (levels 1–3 started from the prior where
             // it suited, 4–9 never did), trained otherwise than the prior's network now.
-            // (And without the stage keys of numerics 10-15.)
+            // (And without the stage keys of numerics 10-17.)
             let mut earlier = crate::prior::without(&recipe_of(8, ModelKind::Mamba1, level));
             if let Some(mix) = earlier.mix.as_mut() {
                 mix.table = seeded.mix.unwrap().table;
@@ -560,6 +561,7 @@ mod tests {
                 mix.split = true;
                 mix.delta = true;
                 mix.strings = true;
+                mix.long = true;
             }
             assert_eq!(seeded, earlier, "level {level}");
             assert_ne!(seeded, crate::prior::without(&r), "level {level}");
@@ -599,14 +601,15 @@ mod tests {
     /// level, or its seeded recipe, without any of them; of 10, with `follow` only; of 11,
     /// without `settle`, `split`, `delta` and `strings`; and so on to 14, without `strings`.
     /// Numerics 16 gave levels 4–9 tables of 2^23: up to 15 every level's are 2^22 at most.
+    /// Numerics 17 gave every level `mix:long`.
     #[test]
-    fn numerics_9_to_15_name_their_levels_without_the_later_keys() {
+    fn numerics_9_to_16_name_their_levels_without_the_later_keys() {
         for kind in [ModelKind::Mamba1, ModelKind::Rwkv7] {
             for (number, base) in stored_bases(kind) {
                 let mix = |numerics| stored_base(numerics, kind, number).unwrap().mix.unwrap();
                 let (nine, ten, eleven, twelve) = (mix(9), mix(10), mix(11), mix(12));
                 let (thirteen, fourteen, fifteen) = (mix(13), mix(14), mix(15));
-                let sixteen = mix(16);
+                let (sixteen, seventeen) = (mix(16), mix(17));
                 assert!(!nine.follow && ten.follow, "{kind:?} {number}");
                 assert!(!ten.nibble && eleven.nibble, "{kind:?} {number}");
                 assert!(!eleven.settle && twelve.settle, "{kind:?} {number}");
@@ -665,7 +668,15 @@ mod tests {
                     },
                     sixteen
                 );
-                assert_eq!(Some(sixteen), base.mix);
+                assert!(!sixteen.long && seventeen.long, "{kind:?} {number}");
+                assert_eq!(
+                    MixSpec {
+                        long: true,
+                        ..sixteen
+                    },
+                    seventeen
+                );
+                assert_eq!(Some(seventeen), base.mix);
             }
         }
     }

@@ -71,7 +71,7 @@ fn every_configuration_of_the_stage_round_trips() {
 fn the_header_stores_the_stage_and_the_decoder_runs_it() {
     let recipe = tiny(ModelKind::Rwkv7, Some(OptimizerKind::Sgd), 1)
         .edit(
-            "mix:orders=4,rate=7,table=14,match=14,conf=0,pword=0,select=0,record=0,ext=0,young=0,follow=0,nibble=0,settle=0,split=0,delta=0,strings=0",
+            "mix:orders=4,rate=7,table=14,match=14,conf=0,pword=0,select=0,record=0,ext=0,young=0,follow=0,nibble=0,settle=0,split=0,delta=0,strings=0,long=0",
             None,
         )
         .unwrap();
@@ -95,7 +95,7 @@ fn the_header_stores_the_stage_and_the_decoder_runs_it() {
             .unwrap()
             .to_text()
             .contains(
-                ",rate=3,conf=1,pword=1,select=1,record=2,ext=8191,young=1,follow=1,nibble=1,settle=1,split=1,delta=1,strings=1 0..:"
+                ",rate=3,conf=1,pword=1,select=1,record=2,ext=8191,young=1,follow=1,nibble=1,settle=1,split=1,delta=1,strings=1,long=1 0..:"
             )
     );
     let later_text = later.to_text();
@@ -142,7 +142,7 @@ fn stored_recipes_without_the_later_keys_read_as_before() {
         .unwrap();
     // As a file written then stores it: without the later keys.
     let stored = recipe.to_text().replace(
-        ",conf=1,pword=1,select=1,record=2,ext=8191,young=1,follow=1,nibble=1,settle=1,split=1,delta=1,strings=1",
+        ",conf=1,pword=1,select=1,record=2,ext=8191,young=1,follow=1,nibble=1,settle=1,split=1,delta=1,strings=1,long=1",
         "",
     );
     assert!(stored.contains(" mix:orders=4,word=1,sparse=0,match=14,sse=1,table=14,rate=7 0..:"));
@@ -172,10 +172,11 @@ fn stored_recipes_without_the_later_keys_read_as_before() {
             mix.settle,
             mix.split,
             mix.delta,
-            mix.strings
+            mix.strings,
+            mix.long
         ),
         (
-            false, false, false, false, false, false, false, false, false, false, false
+            false, false, false, false, false, false, false, false, false, false, false, false
         )
     );
     let without_rate = stored.replace(",rate=7", "");
@@ -198,6 +199,7 @@ fn a_header_with_absurd_values_of_the_later_keys_is_refused() {
         ("split=1", "split=2", "mix split is 0 or 1"),
         ("delta=1", "delta=2", "mix delta is 0 or 1"),
         ("strings=1", "strings=2", "mix strings is 0 or 1"),
+        ("long=1", "long=2", "mix long is 0 or 1"),
     ] {
         let text = recipe.to_text().replace(good, bad);
         assert_ne!(text, recipe.to_text());

@@ -267,9 +267,9 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
         )),
         (1u32..1 << 24, any::<bool>()).prop_map(|(from, ops)| (true, ops, from, 0)),
     ];
-    // `ext` and, as its bits 8192, 16384, 32768, 65536, 131072, 262144 and 524288, the keys
-    // `young`, `follow`, `nibble`, `settle`, `split`, `delta` and `strings`.
-    let third = (0u32..=1048575, sized, x86);
+    // `ext` and, as its bits 8192, 16384, 32768, 65536, 131072, 262144, 524288 and 1048576,
+    // the keys `young`, `follow`, `nibble`, `settle`, `split`, `delta`, `strings` and `long`.
+    let third = (0u32..=2097151, sized, x86);
     proptest::option::of((first, later, third).prop_map(
         |(
             (orders, word, sparse, matcher, sse, table, rate),
@@ -317,6 +317,7 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
                 split: ext & 131072 != 0,
                 delta: ext & 262144 != 0,
                 strings: ext & 524288 != 0,
+                long: ext & 1048576 != 0,
             }
         },
     ))

@@ -33,9 +33,10 @@ pub const FORMAT_VERSION: u8 = 2;
 pub const OLDEST_FORMAT_VERSION: u8 = 1;
 /// Version of the computation: bumped whenever the bytes the encoder produces for a recipe
 /// change (model math, quantisation, training order, what a level means).
-pub const NUMERICS_VERSION: u8 = 16;
-/// The oldest numerics version this build still computes. Versions 2 to 15 differ from 16 only
-/// in what the levels mean (src/levels.rs, [`crate::levels::recipe_of`]: 15 with the default's
+pub const NUMERICS_VERSION: u8 = 17;
+/// The oldest numerics version this build still computes. Versions 2 to 16 differ from 17 only
+/// in what the levels mean (src/levels.rs, [`crate::levels::recipe_of`]: 16 without the
+/// counters' long memory (`mix:long`), 15 also with the default's
 /// tables at levels 4–9, 14 also without the
 /// strings of binary data as text (`mix:strings`), 13 also without the
 /// delta model (`mix:delta`), 12 also without the

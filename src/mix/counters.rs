@@ -3,11 +3,14 @@
 //!
 //! A counter is one `u32`: a 16-bit probability, an 8-bit check taken from the context's hash
 //! (so that a slot another context claimed reads as unseen instead of as someone else's
-//! statistics), a 7-bit count of updates and a flag set once both bits have been seen. The
-//! probability moves toward each bit by `1 / (count + 1.5)`, so the first updates average the
-//! bits seen (a context seen once predicts its bit at about 0.83) and later ones follow a moving
-//! average of `LIMIT` bits. The flag only feeds the confidence maps (`mix:conf=1`): a context
-//! that has always been followed by the same bit is a stronger hint than its probability says.
+//! statistics), a 5-bit count of updates, two recent bits and a flag set once both bits have
+//! been seen. The probability moves toward each bit by `1 / (count + 1.5)`, so the first
+//! updates average the bits seen (a context seen once predicts its bit at about 0.83) and later
+//! ones follow a moving average of `LIMIT` bits; a table with a long memory
+//! ([`CounterTable::long_memory`], `mix:long`) slows faster after [`LONG_FROM`] updates, to a
+//! moving average of about 136 bits, which suits the contexts seen often enough to be steady.
+//! The flag only feeds the confidence maps (`mix:conf=1`): a context that has always been
+//! followed by the same bit is a stronger hint than its probability says.
 //!
 //! A table finds the counter of each bit of a byte by hashing the context with the bits so far,
 //! so every bit reads its own cache line; with `mix:nibble=1` ([`CounterTable::in_lines`]) the
@@ -19,9 +22,10 @@ use std::io;
 use super::logistic::stretch;
 use super::slots::Slots;
 
-/// Updates after which a counter adapts at its slowest rate, `1 / (LIMIT + 1.5)`.
+/// Updates after which a counter adapts at its slowest rate, `1 / (LIMIT + 1.5)`, in a table
+/// with a short memory.
 const LIMIT: u32 = 30;
-/// The count's bits in the low byte of a slot (a count never exceeds [`LIMIT`]); bits 5 and 6
+/// The count's bits in the low byte of a slot (a count never exceeds [`LONG_LIMIT`]); bits 5 and 6
 /// hold the context's last two bits in a table that keeps them ([`CounterTable::keep_recent`],
 /// zero otherwise); the top bit is the mixed-history flag.
 const COUNT_MASK: u32 = 0x1f;
@@ -36,12 +40,35 @@ const fn rate(n: u32) -> i64 {
     if r > 1 { r } else { 1 }
 }
 
-/// [`rate`] of every count a slot holds (`0..=LIMIT`), so that an update divides nothing.
-const RATES: [i64; LIMIT as usize + 1] = {
-    let mut t = [0; LIMIT as usize + 1];
+/// The most a slot's count holds: the count's bits ([`COUNT_MASK`]).
+const LONG_LIMIT: u32 = COUNT_MASK;
+/// Updates after which a table with a long memory slows faster: each later update counts as
+/// [`LONG_STEP`] (measured on text, code and binaries: docs/experiments.md, numerics 17).
+const LONG_FROM: u32 = 16;
+const LONG_STEP: u32 = 8;
+
+/// [`rate`] of every count a slot holds, so that an update divides nothing: in a table with a
+/// short memory the count itself (to [`LIMIT`]).
+const RATES: [i64; LONG_LIMIT as usize + 1] = {
+    let mut t = [0; LONG_LIMIT as usize + 1];
     let mut n = 0;
     while n <= LIMIT {
         t[n as usize] = rate(n);
+        n += 1;
+    }
+    t
+};
+
+/// [`RATES`] of a table with a long memory: up to [`LONG_FROM`] the count, then
+/// [`LONG_STEP`] more per update, to `1 / 137.5` at [`LONG_LIMIT`].
+const LONG_RATES: [i64; LONG_LIMIT as usize + 1] = {
+    let mut t = [0; LONG_LIMIT as usize + 1];
+    let mut n = 0;
+    while n <= LONG_LIMIT {
+        t[n as usize] = match n <= LONG_FROM {
+            true => rate(n),
+            false => rate(LONG_FROM + (n - LONG_FROM) * LONG_STEP),
+        };
         n += 1;
     }
     t
@@ -62,6 +89,10 @@ pub struct CounterTable {
     /// The counters of a context's nibble sit in one cache line (`mix:nibble`,
     /// [`CounterTable::in_lines`]).
     lines: bool,
+    /// The step toward a bit by the count ([`RATES`], or [`LONG_RATES`] for `mix:long`), and
+    /// the count's limit.
+    rates: &'static [i64; LONG_LIMIT as usize + 1],
+    limit: u32,
 }
 
 /// Where the counter of a hash sits: its slot and check byte, found once per bit by
@@ -97,7 +128,19 @@ impl CounterTable {
             pair: false,
             recent: false,
             lines: false,
+            rates: &RATES,
+            limit: LIMIT,
         })
+    }
+
+    /// The table with a long memory (`mix:long`): counts go on to [`LONG_LIMIT`] and each past
+    /// [`LONG_FROM`] slows the counter as [`LONG_STEP`] updates would ([`LONG_RATES`]).
+    pub fn long_memory(self) -> Self {
+        CounterTable {
+            rates: &LONG_RATES,
+            limit: LONG_LIMIT,
+            ..self
+        }
     }
 
     /// The table with each slot keeping its context's last two bits ([`Counter::recent`]).
@@ -264,11 +307,11 @@ impl CounterTable {
             mixed
         };
         let target = if bit == 1 { 65535i64 } else { 0 };
-        let p =
-            (p as i64 + (((target - p as i64) * RATES[n as usize]) >> 16)).clamp(1, 65535) as u32;
+        let p = (p as i64 + (((target - p as i64) * self.rates[n as usize]) >> 16)).clamp(1, 65535)
+            as u32;
         self.slots.set(
             i,
-            (p << 16) | (check << 8) | mixed | recent | (n + 1).min(LIMIT),
+            (p << 16) | (check << 8) | mixed | recent | (n + 1).min(self.limit),
         );
     }
 }
@@ -427,6 +470,33 @@ mod tests {
         let c = t.get(ctx).unwrap();
         assert!(!c.deterministic);
         assert_eq!(c.n, LIMIT);
+    }
+
+    #[test]
+    fn a_long_memory_follows_the_short_one_for_sixteen_updates_then_moves_less() {
+        let (mut short, mut long) = (
+            CounterTable::new(10).unwrap(),
+            CounterTable::new(10).unwrap().long_memory(),
+        );
+        let ctx = with_partial(hash(9, 4), 1);
+        let bits = |k: u32| (k * 7 % 5 == 0) as u32;
+        for k in 0..LONG_FROM {
+            short.update(ctx, bits(k));
+            long.update(ctx, bits(k));
+            assert_eq!(short.get(ctx), long.get(ctx), "update {k}");
+        }
+        for k in LONG_FROM..200 {
+            short.update(ctx, bits(k));
+            long.update(ctx, bits(k));
+        }
+        let (s, l) = (short.get(ctx).unwrap(), long.get(ctx).unwrap());
+        assert_eq!((s.n, l.n), (LIMIT, LONG_LIMIT));
+        // One bit against the history moves the long memory about a quarter as far.
+        short.update(ctx, 1);
+        long.update(ctx, 1);
+        let (s2, l2) = (short.get(ctx).unwrap(), long.get(ctx).unwrap());
+        assert!(s2.p - s.p > 3 * (l2.p - l.p), "{s:?} {s2:?} {l:?} {l2:?}");
+        assert!(l2.p > l.p);
     }
 
     #[test]

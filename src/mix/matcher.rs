@@ -232,7 +232,14 @@ impl Component for MatchModel {
     }
 
     fn new(spec: &MixSpec) -> io::Result<Self> {
-        MatchModel::new(spec.matcher, spec.follow)
+        let m = MatchModel::new(spec.matcher, spec.follow)?;
+        Ok(match spec.long {
+            true => MatchModel {
+                confidence: m.confidence.long_memory(),
+                ..m
+            },
+            false => m,
+        })
     }
 
     #[inline]

@@ -134,6 +134,10 @@ pub struct MixSpec {
     /// and that NUL ends a line for the text and column contexts. In the levels from numerics
     /// 15.
     pub strings: bool,
+    /// The counters have a long memory: past 16 updates each slows them as eight would, to a
+    /// moving average of about 136 bits ([`super::counters::CounterTable::long_memory`]). In
+    /// the levels from numerics 17.
+    pub long: bool,
 }
 
 /// What `cap` sizes apart ([`MixSpec::part_bits`]): each family of tables, map or window
@@ -260,7 +264,7 @@ macro_rules! flag_key {
 }
 
 /// The keys of `mix:` in canonical order.
-pub static KEYS: [MixKey; 25] = [
+pub static KEYS: [MixKey; 26] = [
     MixKey {
         name: "orders",
         get: |m| m.orders,
@@ -447,6 +451,7 @@ pub static KEYS: [MixKey; 25] = [
     flag_key!("split", split, Some(0)),
     flag_key!("delta", delta, Some(0)),
     flag_key!("strings", strings, Some(0)),
+    flag_key!("long", long, Some(0)),
 ];
 
 /// The key named `name`.
@@ -548,6 +553,8 @@ impl MixSpec {
         delta: true,
         // In the levels from numerics 15 (files of 14 and older read without it).
         strings: true,
+        // In the levels from numerics 17 (files of 16 and older read without it).
+        long: true,
     };
 
     /// `self` with every key that has an implicit value ([`MixKey::implicit`]) set to it: the

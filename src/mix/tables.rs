@@ -93,6 +93,11 @@ impl<F: Family> Component for Tables<F> {
                         false => CounterTable::new(b)?,
                     };
                     let table = if spec.nibble { table.in_lines() } else { table };
+                    let table = if spec.long {
+                        table.long_memory()
+                    } else {
+                        table
+                    };
                     Ok(if spec.recent {
                         table.keep_recent()
                     } else {
