@@ -124,7 +124,7 @@ macro_rules! prior_network_trained_longer {
 /// memory").
 macro_rules! larger_stage {
     () => {
-        "mix:table=23,warm=1 "
+        "mix:table=23,partial=1,warm=1 "
     };
 }
 
@@ -373,6 +373,7 @@ pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
 /// versions gave every level (see [`recipe_of`]).
 fn stage_as_of(mix: &mut crate::mix::MixSpec, numerics: u8) {
     mix.long &= numerics >= 17;
+    mix.partial &= numerics >= 17;
     if numerics <= 15 {
         mix.table = mix.table.min(crate::mix::MixSpec::DEFAULT.table);
     }
@@ -555,6 +556,7 @@ mod tests {
             let mut earlier = crate::prior::without(&recipe_of(8, ModelKind::Mamba1, level));
             if let Some(mix) = earlier.mix.as_mut() {
                 mix.table = seeded.mix.unwrap().table;
+                mix.partial = seeded.mix.unwrap().partial;
                 mix.follow = true;
                 mix.nibble = true;
                 mix.settle = true;
@@ -601,7 +603,7 @@ mod tests {
     /// level, or its seeded recipe, without any of them; of 10, with `follow` only; of 11,
     /// without `settle`, `split`, `delta` and `strings`; and so on to 14, without `strings`.
     /// Numerics 16 gave levels 4–9 tables of 2^23: up to 15 every level's are 2^22 at most.
-    /// Numerics 17 gave every level `mix:long`.
+    /// Numerics 17 gave every level `mix:long`, and levels 4–9 `mix:partial`.
     #[test]
     fn numerics_9_to_16_name_their_levels_without_the_later_keys() {
         for kind in [ModelKind::Mamba1, ModelKind::Rwkv7] {
@@ -672,6 +674,7 @@ mod tests {
                 assert_eq!(
                     MixSpec {
                         long: true,
+                        partial: larger,
                         ..sixteen
                     },
                     seventeen

@@ -1,6 +1,7 @@
 //! The stage's own inputs and selectors, as components: [`Base`] — the bias, the network, and
 //! the four selectors every stage has had since the first format — and [`LastByte`], the
-//! selector of `mix:select`.
+//! selector of `mix:select`, and the selectors by the bytes before ([`SecondByte`],
+//! [`LastBytePartial`]).
 
 use std::io;
 
@@ -109,6 +110,31 @@ impl Component for SecondByte {
     #[inline]
     fn select(&self, s: &Shared, m: &mut Push) {
         m.select(((s.history >> 8) & 0xff) as usize * 8 + s.bit_index as usize);
+    }
+}
+
+/// A selector by the last byte and the bits of this byte so far (`mix:partial`): 65,536
+/// weight sets, one per (last byte, node of the byte's tree), so the weights follow the
+/// order-1 context to the bit, where [`LastByte`] has its bit position only. Text touches a
+/// few thousand of them; the memory estimate counts them all.
+pub struct LastBytePartial;
+
+impl Component for LastBytePartial {
+    fn wanted(spec: &MixSpec) -> bool {
+        spec.partial
+    }
+
+    fn declare(_spec: &MixSpec, d: &mut Declare) {
+        d.selector(256 * 256);
+    }
+
+    fn new(_spec: &MixSpec) -> io::Result<Self> {
+        Ok(LastBytePartial)
+    }
+
+    #[inline]
+    fn select(&self, s: &Shared, m: &mut Push) {
+        m.select(s.c1() as usize * 256 + s.c0 as usize);
     }
 }
 

@@ -690,6 +690,7 @@ mod seam_tests {
                 nmap: b(10) && b(4),
                 ways: b(11) && b(2),
                 x86: b(3) && b(5),
+                partial: b(5) && b(8),
                 ..MixSpec::DEFAULT
             });
         }

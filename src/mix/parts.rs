@@ -7,7 +7,7 @@
 
 use std::io;
 
-use super::base::{Base, LastByte, SecondByte};
+use super::base::{Base, LastByte, LastBytePartial, SecondByte};
 use super::columns::Columns;
 use super::component::{Component, Declare, Push, Shared, components};
 use super::deltas::Deltas;
@@ -73,4 +73,7 @@ components! {
     expected: Tables<Expected>,
     /// Steps from the byte above in records (`delta`).
     deltas: Deltas,
+    /// The selector by the last byte and the bits so far (`partial`): after every selector a
+    /// warm start knows ([`super::warm::check_shape`]).
+    partial: LastBytePartial,
 }

@@ -138,6 +138,9 @@ pub struct MixSpec {
     /// moving average of about 136 bits ([`super::counters::CounterTable::long_memory`]). In
     /// the levels from numerics 17.
     pub long: bool,
+    /// A selector by the last byte and the bits of this byte so far
+    /// ([`super::base::LastBytePartial`]). At levels 4–9 from numerics 17.
+    pub partial: bool,
 }
 
 /// What `cap` sizes apart ([`MixSpec::part_bits`]): each family of tables, map or window
@@ -264,7 +267,7 @@ macro_rules! flag_key {
 }
 
 /// The keys of `mix:` in canonical order.
-pub static KEYS: [MixKey; 26] = [
+pub static KEYS: [MixKey; 27] = [
     MixKey {
         name: "orders",
         get: |m| m.orders,
@@ -452,6 +455,7 @@ pub static KEYS: [MixKey; 26] = [
     flag_key!("delta", delta, Some(0)),
     flag_key!("strings", strings, Some(0)),
     flag_key!("long", long, Some(0)),
+    flag_key!("partial", partial, Some(0)),
 ];
 
 /// The key named `name`.
@@ -555,6 +559,8 @@ impl MixSpec {
         strings: true,
         // In the levels from numerics 17 (files of 16 and older read without it).
         long: true,
+        // Levels 4–9 name it (src/levels.rs).
+        partial: false,
     };
 
     /// `self` with every key that has an implicit value ([`MixKey::implicit`]) set to it: the

@@ -108,7 +108,8 @@ impl MixerWeights {
     }
 
     /// Sets `mixer`'s weights to these (the shapes must fit: see [`check_shape`]): each set's
-    /// first inputs; the mixer's further inputs keep their starting weights.
+    /// first inputs; the mixer's further inputs keep their starting weights, and its further
+    /// selectors start at last-layer weight 0, as [`load`] has them.
     pub fn apply_to(&self, mixer: &mut Mixer2) {
         let inputs = self.shape.init.len();
         for (m, w) in mixer.first_mut().iter_mut().zip(&self.first) {
@@ -119,7 +120,9 @@ impl MixerWeights {
         let last = mixer.last_mut();
         let k = self.last.len() / last.sets();
         for (set, theirs) in self.last.chunks(k).enumerate() {
-            last.set_mut(set).copy_from_slice(theirs);
+            let weights = last.set_mut(set);
+            weights[..k].copy_from_slice(theirs);
+            weights[k..].fill(0);
         }
     }
 
@@ -163,18 +166,22 @@ impl MixerWeights {
 /// Sets the weights of `mixer`, of shape `ours`, from the stored form `bytes`, read straight
 /// into the mixer's sets (no copy of the 3 MB of weights beside them): each stored set's first
 /// inputs; the sets the form leaves out, and any further inputs, keep what the mixer has (its
-/// starting weights). An error, before any weight is set, when the shapes do not fit
+/// starting weights). The last layer weighs the outputs of any further selectors at 0, so
+/// that their sets start unheard and earn their weight. An error, before any weight is set, when the shapes do not fit
 /// ([`check_shape`]); one while reading leaves the mixer partly set.
 fn load(bytes: &[u8], mixer: &mut Mixer2, ours: &Shape) -> Result<()> {
     let mut r = Reader(bytes);
     let theirs = read_shape(&mut r)?;
     check_shape(&theirs, ours)?;
     let inputs = theirs.init.len();
+    let selectors = theirs.sets.len();
     let last = mixer.last_mut();
     for set in 0..last.sets() {
-        for w in last.set_mut(set) {
+        let weights = last.set_mut(set);
+        for w in &mut weights[..selectors] {
             *w = i32::from_le_bytes(r.array()?);
         }
+        weights[selectors..].fill(0);
     }
     for (m, &n) in mixer.first_mut().iter_mut().zip(&theirs.sets) {
         let bitmap = r.take(n.div_ceil(8))?;
@@ -274,7 +281,7 @@ impl WarmStart {
     }
 
     /// Whether a stage that declares `declared` can start from this: the start's inputs first,
-    /// with the same starting weights, and the same selectors.
+    /// with the same starting weights, and the start's selectors first.
     pub fn check_shape(&self, declared: &Declare) -> Result<()> {
         let shape =
             shape_of(self.bytes).with_context(|| format!("built-in warm start {}", self.name))?;
@@ -306,10 +313,12 @@ pub fn settle_with_x86(spec: &mut super::MixSpec, named: bool) {
     }
 }
 
-/// Whether weights of shape `theirs` fit a mixer of shape `ours`: the same selectors, and
-/// `theirs`' inputs first among `ours`.
+/// Whether weights of shape `theirs` fit a mixer of shape `ours`: `theirs`' selectors first
+/// among `ours` (a selector added after them, as `mix:partial`, starts unheard: [`load`]), and
+/// `theirs`' inputs first among `ours`. No stage of numerics 16 or older had a selector after
+/// a start's: the x86 instruction selectors come with inputs in the middle of the start's.
 pub fn check_shape(theirs: &Shape, ours: &Shape) -> Result<()> {
-    if theirs.sets != ours.sets || !ours.init.starts_with(&theirs.init) {
+    if !ours.sets.starts_with(&theirs.sets) || !ours.init.starts_with(&theirs.init) {
         bail!(
             "the warm start is for a stage whose mixer begins with {} inputs and has {} weight sets; this \
              stage's has {} and {} (the built-in start fits the stage of every level, with or without the x86 tables)",
@@ -418,6 +427,39 @@ mod tests {
             }
         }
         assert_eq!(got.last, w.last);
+    }
+
+    /// A mixer with a selector after the start's takes the start for the start's selectors;
+    /// the further one keeps its starting weights in the first layer and is weighed 0 in the
+    /// last, read from the stored form as from the weights.
+    #[test]
+    fn a_mixer_with_a_further_selector_takes_the_start_for_the_others() {
+        let w = sample();
+        let mut more = w.shape.clone();
+        more.sets.push(5);
+        check_shape(&w.shape, &more).unwrap();
+        // Not before the start's: a selector in front of them does not fit.
+        let mut first = w.shape.clone();
+        first.sets.insert(0, 5);
+        assert!(check_shape(&w.shape, &first).is_err());
+        let stored = w.to_bytes();
+        for from_bytes in [false, true] {
+            let mut mixer = Mixer2::new(more.init.len(), &more.sets, 3, &more.init);
+            match from_bytes {
+                true => load(&stored, &mut mixer, &more).unwrap(),
+                false => w.apply_to(&mut mixer),
+            }
+            let got = MixerWeights::of(&mixer, &more);
+            assert_eq!(got.first[..2], w.first[..], "{from_bytes}");
+            assert_eq!(got.first[2], more.init.repeat(5), "{from_bytes}");
+            for (set, (ours, theirs)) in got.last.chunks(3).zip(w.last.chunks(2)).enumerate() {
+                assert_eq!(
+                    ours,
+                    [theirs[0], theirs[1], 0],
+                    "{from_bytes} last set {set}"
+                );
+            }
+        }
     }
 
     #[test]
