@@ -479,7 +479,7 @@ mod tests {
             CounterTable::new(10).unwrap().long_memory(),
         );
         let ctx = with_partial(hash(9, 4), 1);
-        let bits = |k: u32| (k * 7 % 5 == 0) as u32;
+        let bits = |k: u32| k.is_multiple_of(5) as u32;
         for k in 0..LONG_FROM {
             short.update(ctx, bits(k));
             long.update(ctx, bits(k));
