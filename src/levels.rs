@@ -118,10 +118,11 @@ macro_rules! prior_network_trained_longer {
 }
 
 /// The stage of levels 4–9: counter tables of 2^23 (twice the default's) and, for an input of
-/// known length, `cap` one above the default's ([`crate::fit::fitted`]). enwik6 then needs
-/// 171 MiB to decode instead of 98: book1 −0.35%, enwik6 −0.27%, obj2 −0.23% against the
-/// default's stage, at the same speed (docs/experiments.md, "Levels 4–9 take twice the
-/// memory").
+/// known length, `cap` one above the default's ([`crate::fit::fitted`]), and a mixer selector
+/// by the last byte and the bits so far (`partial`). enwik6 then needs 209 MiB to decode
+/// instead of 98: book1 −0.54%, enwik6 −0.55%, obj2 −1.1% against the default, for about 5%
+/// more time (docs/experiments.md, "Levels 4–9 take twice the memory" and "Counters with a
+/// long memory, and a selector by the bits so far").
 macro_rules! larger_stage {
     () => {
         "mix:table=23,partial=1,warm=1 "
@@ -333,7 +334,9 @@ pub fn describe_base(number: u8) -> String {
 /// `mix:split` does; up to version 13 no level had the delta model (`mix:delta`); up to
 /// version 14 no level's text contexts read the strings of binary data (`mix:strings`); up to
 /// version 15 levels 4–9 had the default's tables (2^22, not 2^23); up to version 16 no
-/// level's counters had a long memory (`mix:long`); the rest of the table is the same.
+/// level's counters had a long memory (`mix:long`) and no level had the mixer selector by the
+/// last byte and the bits so far (`mix:partial`, levels 4–9 from 17); the rest of the table is
+/// the same.
 pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
     let mut recipe = match (numerics, kind, entry(level).mamba1_seeded) {
         // Levels 1–3 trained their prior's network as their seeded one is trained now.
@@ -671,6 +674,8 @@ mod tests {
                     sixteen
                 );
                 assert!(!sixteen.long && seventeen.long, "{kind:?} {number}");
+                assert!(!sixteen.partial, "{kind:?} {number}");
+                assert_eq!(seventeen.partial, larger, "{kind:?} {number}");
                 assert_eq!(
                     MixSpec {
                         long: true,

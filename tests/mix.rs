@@ -486,4 +486,13 @@ fn the_partial_byte_selector_round_trips_and_pays_on_tagged_copies() {
     ];
     let (with, without) = round_trips_and_sizes("partial", &samples, &tagged_copies(6000));
     assert!(with < without, "{with} against {without}");
+    // With the warm start, which sets the selectors before it and weighs it 0.
+    for kind in [ModelKind::Mamba1, ModelKind::Rwkv7] {
+        let warm = tiny(kind, Some(OptimizerKind::Adam), 1)
+            .edit("mix:table=16,match=16,partial=1,warm=1", None)
+            .unwrap();
+        assert_eq!(warm.mix.unwrap().warm, 1, "{kind:?}");
+        assert_round_trip(&warm, "records, warm", &tagged_copies(400));
+        assert_round_trip(&warm, "text, binary, warm", &mixed);
+    }
 }

@@ -36,7 +36,8 @@ pub const OLDEST_FORMAT_VERSION: u8 = 1;
 pub const NUMERICS_VERSION: u8 = 17;
 /// The oldest numerics version this build still computes. Versions 2 to 16 differ from 17 only
 /// in what the levels mean (src/levels.rs, [`crate::levels::recipe_of`]: 16 without the
-/// counters' long memory (`mix:long`), 15 also with the default's
+/// counters' long memory (`mix:long`) and levels 4–9's selector by the bits so far
+/// (`mix:partial`), 15 also with the default's
 /// tables at levels 4–9, 14 also without the
 /// strings of binary data as text (`mix:strings`), 13 also without the
 /// delta model (`mix:delta`), 12 also without the

@@ -48,11 +48,11 @@ const LONG_FROM: u32 = 16;
 const LONG_STEP: u32 = 8;
 
 /// [`rate`] of every count a slot holds, so that an update divides nothing: in a table with a
-/// short memory the count itself (to [`LIMIT`]).
+/// short memory the count itself (which stops at [`LIMIT`]).
 const RATES: [i64; LONG_LIMIT as usize + 1] = {
     let mut t = [0; LONG_LIMIT as usize + 1];
     let mut n = 0;
-    while n <= LIMIT {
+    while n <= LONG_LIMIT {
         t[n as usize] = rate(n);
         n += 1;
     }

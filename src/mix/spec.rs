@@ -100,8 +100,9 @@ pub struct MixSpec {
     pub x86_to: u32,
     /// The mixer's starting weights (0: every set starts at the components' starting weights;
     /// N: the built-in warm start of number N, learned offline on text and code, src/mix/warm.rs).
-    /// For a stage whose mixer has the shape the start was learned for; lmzip leaves it out
-    /// for inputs that do not look like text, as the network's prior.
+    /// For a stage whose mixer begins with the inputs and selectors the start was learned for
+    /// (src/mix/warm.rs, `check_shape`); lmzip leaves it out for inputs that do not look like
+    /// text, as the network's prior.
     pub warm: u32,
     /// Each weight set of the mixer learns faster while it is young: its rate starts eight
     /// times `rate` and decays with its own updates (src/mix/mixer.rs), in place of the

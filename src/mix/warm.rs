@@ -7,8 +7,9 @@
 //!
 //! A start fits one shape of mixer: its inputs with their starting weights, and its selectors
 //! with their numbers of sets ([`Shape`]), as the stage's components declare them. A stage
-//! whose mixer has those inputs first and those selectors takes it, its further inputs (the
-//! x86 operand tables, the last component) starting at their own weights; a stage of another
+//! whose mixer has those inputs first and those selectors first takes it: its further inputs
+//! (the x86 operand tables) start at their own weights, and its further selectors (`mix:partial`,
+//! the last component) at their own weights with a last-layer weight of 0; a stage of another
 //! shape refuses the key (checked with the recipe). As for the network's priors, a
 //! start's number is never reused, the build pins the SHA-256 of its bytes (checked by a test
 //! and each time a stream starts from it), and the level form of a header covers that hash.
@@ -315,13 +316,16 @@ pub fn settle_with_x86(spec: &mut super::MixSpec, named: bool) {
 
 /// Whether weights of shape `theirs` fit a mixer of shape `ours`: `theirs`' selectors first
 /// among `ours` (a selector added after them, as `mix:partial`, starts unheard: [`load`]), and
-/// `theirs`' inputs first among `ours`. No stage of numerics 16 or older had a selector after
-/// a start's: the x86 instruction selectors come with inputs in the middle of the start's.
+/// `theirs`' inputs first among `ours`. Until numerics 17 the selectors had to be the same;
+/// no stage without `partial` has the start's selectors and more (the stage for x86
+/// instructions has its own selectors in place of the text selector), so every such stage
+/// fits as it did: `no_stage_without_partial_fits_otherwise_than_before` holds it.
 pub fn check_shape(theirs: &Shape, ours: &Shape) -> Result<()> {
     if !ours.sets.starts_with(&theirs.sets) || !ours.init.starts_with(&theirs.init) {
         bail!(
             "the warm start is for a stage whose mixer begins with {} inputs and has {} weight sets; this \
-             stage's has {} and {} (the built-in start fits the stage of every level, with or without the x86 tables)",
+             stage's has {} and {} (the built-in start fits the stage of every level, with or without the x86 transform, \
+             but not the stage for x86 instructions)",
             theirs.init.len(),
             theirs.sets.iter().sum::<usize>(),
             ours.init.len(),
@@ -460,6 +464,59 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The relaxed fit ([`check_shape`]: the start's selectors first) accepts only the stages
+    /// the strict one of numerics 16 and older accepted (the same selectors), unless they have
+    /// `mix:partial`: every level and seeded recipe of every numerics version, with and without
+    /// the x86 transform and instruction contexts, and with edits of the stage.
+    #[test]
+    fn no_stage_without_partial_fits_otherwise_than_before() {
+        use crate::levels::stored_base;
+        use crate::recipe::ModelKind;
+        let edits: [fn(&mut super::super::MixSpec); 4] = [
+            |_| {},
+            |m| m.orders = 4,
+            |m| m.second = false,
+            |m| m.text = false,
+        ];
+        let (mut partial_fits, mut fits, mut refused) = (0, 0, 0);
+        for start in all() {
+            let theirs = shape_of(start.bytes).unwrap();
+            for numerics in crate::format::OLDEST_NUMERICS_VERSION..=crate::format::NUMERICS_VERSION
+            {
+                for kind in ModelKind::ALL {
+                    for number in 1..=u8::MAX {
+                        let Some(mix) = stored_base(numerics, kind, number).and_then(|r| r.mix)
+                        else {
+                            continue;
+                        };
+                        for (x86, edit) in (0..=2).flat_map(|x| edits.iter().map(move |e| (x, e))) {
+                            let mut spec = mix;
+                            (super::super::spec::key("x86").unwrap().set)(&mut spec, x86);
+                            edit(&mut spec);
+                            let ours = Shape::of(&spec.declare());
+                            let strict =
+                                theirs.sets == ours.sets && ours.init.starts_with(&theirs.init);
+                            let relaxed = check_shape(&theirs, &ours).is_ok();
+                            match spec.partial {
+                                false => {
+                                    assert_eq!(strict, relaxed, "{numerics} {number} {spec:?}");
+                                    fits += strict as usize;
+                                    refused += !strict as usize;
+                                }
+                                true => partial_fits += relaxed as usize,
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // Both answers come up, and the levels that have the selector take the start.
+        assert!(
+            fits > 0 && refused > 0 && partial_fits > 0,
+            "{fits} {refused} {partial_fits}"
+        );
     }
 
     #[test]
