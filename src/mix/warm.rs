@@ -168,8 +168,9 @@ impl MixerWeights {
 /// into the mixer's sets (no copy of the 3 MB of weights beside them): each stored set's first
 /// inputs; the sets the form leaves out, and any further inputs, keep what the mixer has (its
 /// starting weights). The last layer weighs the outputs of any further selectors at 0, so
-/// that their sets start unheard and earn their weight. An error, before any weight is set, when the shapes do not fit
-/// ([`check_shape`]); one while reading leaves the mixer partly set.
+/// that their sets start unheard and earn their weight. An error, before any weight is set,
+/// when the shapes do not fit ([`check_shape`]); one while reading leaves the mixer partly
+/// set.
 fn load(bytes: &[u8], mixer: &mut Mixer2, ours: &Shape) -> Result<()> {
     let mut r = Reader(bytes);
     let theirs = read_shape(&mut r)?;
