@@ -237,7 +237,7 @@ fn code_frame(
             let mut byte = 0u8;
             let mut shares = ByteShares::new();
             for k in 0..8 {
-                let model = BitModel::new(stage.p());
+                let model = BitModel::with_precision(stage.p(), stage.precision() as usize);
                 let bit = match &mut direction {
                     Direction::Encode(enc) => {
                         let bit = (*slot >> (7 - k)) & 1 == 1;

@@ -123,21 +123,31 @@ impl DecoderModel<PRECISION> for QuantizedPdf {
     }
 }
 
-/// A binary decision's model for the mixing stage (src/mix): the 12-bit probability that the
-/// bit is 1, scaled to the coder's [`PRECISION`] (symbol 1 takes the interval's low part).
+/// A binary decision's model for the mixing stage (src/mix): the probability that the bit is
+/// 1 in 12 bits (or, with `mix:fine`, 16), scaled to the coder's [`PRECISION`] (symbol 1
+/// takes the interval's low part).
 pub struct BitModel {
     one: u32,
+    /// Bits of the probability it was given.
+    bits: usize,
 }
 
-/// Bits of a [`BitModel`]'s probability.
+/// Bits of a [`BitModel`]'s probability unless told otherwise.
 pub const BIT_PRECISION: usize = 12;
 
 impl BitModel {
-    /// `p1` is clamped to `1..4096`, so both outcomes stay codable.
+    /// A 12-bit `p1`, clamped to `1..4096`, so both outcomes stay codable.
     pub fn new(p1: i32) -> Self {
-        let p1 = p1.clamp(1, (1 << BIT_PRECISION) - 1) as u32;
+        Self::with_precision(p1, BIT_PRECISION)
+    }
+
+    /// A `p1` of `bits` bits (12 to 16), clamped to `1..2^bits`.
+    pub fn with_precision(p1: i32, bits: usize) -> Self {
+        debug_assert!((BIT_PRECISION..=16).contains(&bits));
+        let p1 = p1.clamp(1, (1 << bits) - 1) as u32;
         BitModel {
-            one: p1 << (PRECISION - BIT_PRECISION),
+            one: p1 << (PRECISION - bits),
+            bits,
         }
     }
 
@@ -147,31 +157,39 @@ impl BitModel {
         PRECISION as f64 - libm::log2(f as f64)
     }
 
-    /// The 12-bit share of `bit` (1..4096).
+    /// The share of `bit` in the model's bits (1..2^bits).
     fn share(&self, bit: bool) -> u32 {
-        let one = self.one >> (PRECISION - BIT_PRECISION);
-        if bit { one } else { (1 << BIT_PRECISION) - one }
+        let one = self.one >> (PRECISION - self.bits);
+        if bit { one } else { (1 << self.bits) - one }
     }
 }
 
 /// The probability the coder gave a byte coded as 8 [`BitModel`] decisions: the product of
-/// their 12-bit shares, exact in 96 bits, so that its cost in bits is one logarithm per byte
-/// and the same on every build.
-pub struct ByteShares(u128);
+/// their shares (12 bits each, exact in 96 bits; 16 each with `mix:fine`, exact in 128), so
+/// that its cost in bits is one logarithm per byte and the same on every build.
+pub struct ByteShares {
+    product: u128,
+    /// Bits of the shares multiplied so far.
+    bits: usize,
+}
 
 impl ByteShares {
     pub fn new() -> Self {
-        ByteShares(1)
+        ByteShares {
+            product: 1,
+            bits: 0,
+        }
     }
 
     /// Counts the decision `bit` coded under `model`.
     pub fn push(&mut self, model: &BitModel, bit: bool) {
-        self.0 *= model.share(bit) as u128;
+        self.product *= model.share(bit) as u128;
+        self.bits += model.bits;
     }
 
     /// Bits spent on the byte (after its 8 decisions), by libm's log2.
     pub fn bits(&self) -> f64 {
-        (8 * BIT_PRECISION) as f64 - libm::log2(self.0 as f64)
+        self.bits as f64 - libm::log2(self.product as f64)
     }
 }
 
@@ -297,6 +315,25 @@ mod tests {
                 assert!((shares.bits() - sum).abs() < 1e-9, "{p} {bit}");
             }
         }
+        // 16-bit shares (`mix:fine`), the most skewed alone and with 12-bit ones in one byte.
+        for p in [1, 2, 4096, 32768, 65534, 65535] {
+            let fine = BitModel::with_precision(p, 16);
+            let coarse = BitModel::new(p >> 4);
+            let mut shares = ByteShares::new();
+            for k in 0..8 {
+                shares.push(if k % 2 == 0 { &fine } else { &coarse }, k % 3 == 0);
+            }
+            let sum: f64 = (0..8)
+                .map(|k| match k % 2 {
+                    0 => fine.cost_bits(k % 3 == 0),
+                    _ => coarse.cost_bits(k % 3 == 0),
+                })
+                .sum();
+            assert!((shares.bits() - sum).abs() < 1e-9, "{p}");
+        }
+        // A 16-bit model sure of a bit spends 1/16 of what the surest 12-bit one does.
+        let (fine, coarse) = (BitModel::with_precision(65535, 16), BitModel::new(4095));
+        assert!((coarse.cost_bits(true) / fine.cost_bits(true) - 16.0).abs() < 0.01);
     }
 
     fn skewed_pdf(seed: u64) -> Vec<f64> {
@@ -334,19 +371,19 @@ mod tests {
 
     #[test]
     fn bits_round_trip_at_every_probability() {
-        let mut enc = Encoder::new();
         let bit = |i: u32| (i * 2_654_435_761u32) >> 31 == 1;
-        let p = |i: u32| ((i * 37) % 4200) as i32 - 50;
-        for i in 0..20_000u32 {
-            enc.encode_bit(bit(i), &BitModel::new(p(i))).unwrap();
-        }
-        let mut dec = Decoder::new(enc.finish()).unwrap();
-        for i in 0..20_000u32 {
-            assert_eq!(
-                dec.decode_bit(&BitModel::new(p(i))).unwrap(),
-                bit(i),
-                "bit {i}"
-            );
+        // 12-bit models, and 16-bit ones (`mix:fine`) from one end of the range to the other.
+        let coarse = |i: u32| BitModel::new(((i * 37) % 4200) as i32 - 50);
+        let fine = |i: u32| BitModel::with_precision(((i * 3277) % 66000) as i32 - 200, 16);
+        for model in [&coarse as &dyn Fn(u32) -> BitModel, &fine] {
+            let mut enc = Encoder::new();
+            for i in 0..20_000u32 {
+                enc.encode_bit(bit(i), &model(i)).unwrap();
+            }
+            let mut dec = Decoder::new(enc.finish()).unwrap();
+            for i in 0..20_000u32 {
+                assert_eq!(dec.decode_bit(&model(i)).unwrap(), bit(i), "bit {i}");
+            }
         }
     }
 

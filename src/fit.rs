@@ -176,7 +176,7 @@ mod tests {
         );
         assert!(
             small.to_text().contains(
-                ",cap=17,warm=1,young=1,follow=1,nibble=1,settle=1,split=1,delta=1,strings=1,long=1 "
+                ",cap=17,warm=1,young=1,follow=1,nibble=1,settle=1,split=1,delta=1,strings=1,long=1,fine=1 "
             ),
             "{small}"
         );

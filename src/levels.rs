@@ -335,8 +335,9 @@ pub fn describe_base(number: u8) -> String {
 /// version 14 no level's text contexts read the strings of binary data (`mix:strings`); up to
 /// version 15 levels 4–9 had the default's tables (2^22, not 2^23); up to version 16 no
 /// level's counters had a long memory (`mix:long`) and no level had the mixer selector by the
-/// last byte and the bits so far (`mix:partial`, levels 4–9 from 17); the rest of the table is
-/// the same.
+/// last byte and the bits so far (`mix:partial`, levels 4–9 from 17); up to version 17 no
+/// level's stage gave the coder its probability in 16 bits (`mix:fine`); the rest of the table
+/// is the same.
 pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
     let mut recipe = match (numerics, kind, entry(level).mamba1_seeded) {
         // Levels 1–3 trained their prior's network as their seeded one is trained now.
@@ -375,6 +376,7 @@ pub fn recipe_of(numerics: u8, kind: ModelKind, level: u8) -> Recipe {
 /// A level's stage as files of numerics version `numerics` have it: without the keys later
 /// versions gave every level (see [`recipe_of`]).
 fn stage_as_of(mix: &mut crate::mix::MixSpec, numerics: u8) {
+    mix.fine &= numerics >= 18;
     mix.long &= numerics >= 17;
     mix.partial &= numerics >= 17;
     if numerics <= 15 {
@@ -555,7 +557,7 @@ mod tests {
             assert_eq!(seeded.mix, r.mix, "level {level}: the same stage");
             // What each level meant up to numerics 8 (levels 1–3 started from the prior where
             // it suited, 4–9 never did), trained otherwise than the prior's network now.
-            // (And without the stage keys of numerics 10-17.)
+            // (And without the stage keys of numerics 10-18.)
             let mut earlier = crate::prior::without(&recipe_of(8, ModelKind::Mamba1, level));
             if let Some(mix) = earlier.mix.as_mut() {
                 mix.table = seeded.mix.unwrap().table;
@@ -567,6 +569,7 @@ mod tests {
                 mix.delta = true;
                 mix.strings = true;
                 mix.long = true;
+                mix.fine = true;
             }
             assert_eq!(seeded, earlier, "level {level}");
             assert_ne!(seeded, crate::prior::without(&r), "level {level}");
@@ -606,15 +609,16 @@ mod tests {
     /// level, or its seeded recipe, without any of them; of 10, with `follow` only; of 11,
     /// without `settle`, `split`, `delta` and `strings`; and so on to 14, without `strings`.
     /// Numerics 16 gave levels 4–9 tables of 2^23: up to 15 every level's are 2^22 at most.
-    /// Numerics 17 gave every level `mix:long`, and levels 4–9 `mix:partial`.
+    /// Numerics 17 gave every level `mix:long`, and levels 4–9 `mix:partial`; 18 every level
+    /// `mix:fine`.
     #[test]
-    fn numerics_9_to_16_name_their_levels_without_the_later_keys() {
+    fn numerics_9_to_17_name_their_levels_without_the_later_keys() {
         for kind in [ModelKind::Mamba1, ModelKind::Rwkv7] {
             for (number, base) in stored_bases(kind) {
                 let mix = |numerics| stored_base(numerics, kind, number).unwrap().mix.unwrap();
                 let (nine, ten, eleven, twelve) = (mix(9), mix(10), mix(11), mix(12));
                 let (thirteen, fourteen, fifteen) = (mix(13), mix(14), mix(15));
-                let (sixteen, seventeen) = (mix(16), mix(17));
+                let (sixteen, seventeen, eighteen) = (mix(16), mix(17), mix(18));
                 assert!(!nine.follow && ten.follow, "{kind:?} {number}");
                 assert!(!ten.nibble && eleven.nibble, "{kind:?} {number}");
                 assert!(!eleven.settle && twelve.settle, "{kind:?} {number}");
@@ -684,7 +688,15 @@ mod tests {
                     },
                     seventeen
                 );
-                assert_eq!(Some(seventeen), base.mix);
+                assert!(!seventeen.fine && eighteen.fine, "{kind:?} {number}");
+                assert_eq!(
+                    MixSpec {
+                        fine: true,
+                        ..seventeen
+                    },
+                    eighteen
+                );
+                assert_eq!(Some(eighteen), base.mix);
             }
         }
     }

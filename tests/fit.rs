@@ -77,7 +77,7 @@ fn a_small_file_gets_the_fit_key_and_standard_input_only_with_its_size() {
     let info = stdout(&ok(run(d, &["info", "a.lmz"], b"")));
     assert!(
         info.contains(
-            ",cap=17,warm=1,young=1,follow=1,nibble=1,settle=1,split=1,delta=1,strings=1,long=1 "
+            ",cap=17,warm=1,young=1,follow=1,nibble=1,settle=1,split=1,delta=1,strings=1,long=1,fine=1 "
         ),
         "{info}"
     );

@@ -57,18 +57,18 @@ fn input() -> Vec<u8> {
 
 /// The stage as files were written before the keys `conf`, `pword`, `select` and `record`
 /// existed (small tables, as `common::SMALL_MIX`).
-const CLASSIC_MIX: &str = "mix:table=16,match=16,rate=12,conf=0,pword=0,select=0,record=0,ext=0,young=0,follow=0,nibble=0,settle=0,split=0,delta=0,strings=0,long=0";
+const CLASSIC_MIX: &str = "mix:table=16,match=16,rate=12,conf=0,pword=0,select=0,record=0,ext=0,young=0,follow=0,nibble=0,settle=0,split=0,delta=0,strings=0,long=0,fine=0";
 
 /// The default stage of the second round, before the key `ext` existed (small tables, as `common::SMALL_MIX`), at the mixer rate it had then.
-const SECOND_MIX: &str = "mix:table=16,match=16,rate=6,record=1,ext=0,young=0,follow=0,nibble=0,settle=0,split=0,delta=0,strings=0,long=0";
+const SECOND_MIX: &str = "mix:table=16,match=16,rate=6,record=1,ext=0,young=0,follow=0,nibble=0,settle=0,split=0,delta=0,strings=0,long=0,fine=0";
 /// The default stage of the third round, before `record=2` (small tables, as `common::SMALL_MIX`).
-const THIRD_MIX: &str = "mix:table=16,match=16,record=1,ext=31,young=0,follow=0,nibble=0,settle=0,split=0,delta=0,strings=0,long=0";
+const THIRD_MIX: &str = "mix:table=16,match=16,record=1,ext=31,young=0,follow=0,nibble=0,settle=0,split=0,delta=0,strings=0,long=0,fine=0";
 /// The default stage of the fourth round, before the fifth round's `ext` bits (indirect, columns,
 /// the second byte's selector, runs) (small tables, as `common::SMALL_MIX`).
-const FOURTH_MIX: &str = "mix:table=16,match=16,ext=31,young=0,follow=0,nibble=0,settle=0,split=0,delta=0,strings=0,long=0";
+const FOURTH_MIX: &str = "mix:table=16,match=16,ext=31,young=0,follow=0,nibble=0,settle=0,split=0,delta=0,strings=0,long=0,fine=0";
 /// The default stage of the fifth round, before the recent bits and the second sparse contexts
 /// (small tables, as `common::SMALL_MIX`).
-const FIFTH_MIX: &str = "mix:table=16,match=16,ext=511,young=0,follow=0,nibble=0,settle=0,split=0,delta=0,strings=0,long=0";
+const FIFTH_MIX: &str = "mix:table=16,match=16,ext=511,young=0,follow=0,nibble=0,settle=0,split=0,delta=0,strings=0,long=0,fine=0";
 
 /// Every golden recipe with its file name, e.g. `rwkv7-adam-bptt8.lmz`: every model and mode,
 /// and with the mixing stage prediction only and Adam over segments — as first written

@@ -267,10 +267,10 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
         )),
         (1u32..1 << 24, any::<bool>()).prop_map(|(from, ops)| (true, ops, from, 0)),
     ];
-    // `ext` and, as its bits 8192, 16384, 32768, 65536, 131072, 262144, 524288, 1048576 and
-    // 2097152, the keys `young`, `follow`, `nibble`, `settle`, `split`, `delta`, `strings`,
-    // `long` and `partial`.
-    let third = (0u32..=4194303, sized, x86);
+    // `ext` and, as its bits 8192, 16384, 32768, 65536, 131072, 262144, 524288, 1048576,
+    // 2097152 and 4194304, the keys `young`, `follow`, `nibble`, `settle`, `split`, `delta`,
+    // `strings`, `long`, `partial` and `fine`.
+    let third = (0u32..=8388607, sized, x86);
     proptest::option::of((first, later, third).prop_map(
         |(
             (orders, word, sparse, matcher, sse, table, rate),
@@ -320,6 +320,7 @@ fn mix() -> impl Strategy<Value = Option<MixSpec>> {
                 strings: ext & 524288 != 0,
                 long: ext & 1048576 != 0,
                 partial: ext & 2097152 != 0,
+                fine: ext & 4194304 != 0,
             }
         },
     ))

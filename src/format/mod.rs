@@ -33,9 +33,10 @@ pub const FORMAT_VERSION: u8 = 2;
 pub const OLDEST_FORMAT_VERSION: u8 = 1;
 /// Version of the computation: bumped whenever the bytes the encoder produces for a recipe
 /// change (model math, quantisation, training order, what a level means).
-pub const NUMERICS_VERSION: u8 = 17;
-/// The oldest numerics version this build still computes. Versions 2 to 16 differ from 17 only
-/// in what the levels mean (src/levels.rs, [`crate::levels::recipe_of`]: 16 without the
+pub const NUMERICS_VERSION: u8 = 18;
+/// The oldest numerics version this build still computes. Versions 2 to 17 differ from 18 only
+/// in what the levels mean (src/levels.rs, [`crate::levels::recipe_of`]: 17 without the
+/// stage's 16-bit probability (`mix:fine`), 16 also without the
 /// counters' long memory (`mix:long`) and levels 4–9's selector by the bits so far
 /// (`mix:partial`), 15 also with the default's
 /// tables at levels 4–9, 14 also without the

@@ -68,6 +68,12 @@ impl Apm {
 
     /// The refined 12-bit probability of `p` in context `cx`.
     pub fn refine(&mut self, p: i32, cx: usize) -> i32 {
+        self.refine_to(p, cx, 12)
+    }
+
+    /// The refined probability of `p` (12-bit) in context `cx`, in `bits` bits (12 to 16):
+    /// the points keep 16, so a map sure of a bit can say so past 4095/4096.
+    pub fn refine_to(&mut self, p: i32, cx: usize, bits: u32) -> i32 {
         let pos = (stretch(p) + 2048) * 32; // 0..=131040
         let lo = (pos >> 12) as usize; // 0..=31
         let w = pos & 4095;
@@ -80,7 +86,8 @@ impl Apm {
         self.weight = w;
         let a = self.point(base, lo);
         let b = self.point(base + 1, lo + 1);
-        ((a * (4096 - w) + b * w) >> 16).clamp(1, 4095)
+        // At most 65535 · 4096 < 2^31.
+        ((a * (4096 - w) + b * w) >> (28 - bits)).clamp(1, (1 << bits) - 1)
     }
 
     /// Moves both points around the last input toward the coded bit, each by its share of the
@@ -125,6 +132,23 @@ mod tests {
             (a.refine(2048, 1) - 2048).abs() < 64,
             "context 1 is untouched"
         );
+    }
+
+    /// At 16 bits a map gives what it gives at 12 with four more bits (the same points and
+    /// interpolation, shifted less), and those bits are not all zero.
+    #[test]
+    fn sixteen_bits_are_twelve_with_four_more() {
+        let mut a = Apm::new(4, 5);
+        let mut low_bits = [0u32; 16];
+        for t in 0..3000u32 {
+            let (p, cx) = ((t * 1237 % 4095 + 1) as i32, (t % 4) as usize);
+            let (coarse, fine) = (a.refine_to(p, cx, 12), a.refine_to(p, cx, 16));
+            assert_eq!(coarse, a.refine(p, cx));
+            assert_eq!((fine >> 4).clamp(1, 4095), coarse, "{p} in {cx}");
+            low_bits[(fine & 15) as usize] += 1;
+            a.update_both((cx != 0 && t % 7 != 0) as u32 | (cx == 3) as u32);
+        }
+        assert!(low_bits.iter().all(|&n| n > 100), "{low_bits:?}");
     }
 
     #[test]

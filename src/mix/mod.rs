@@ -153,7 +153,7 @@ impl Stage {
         self.parts.set_network(&self.shared);
     }
 
-    /// The 12-bit probability that the next bit is 1.
+    /// The probability that the next bit is 1, in [`Stage::precision`] bits.
     pub fn p(&mut self) -> i32 {
         let s = &mut self.shared;
         s.net = stretch(s.network_p());
@@ -178,8 +178,16 @@ impl Stage {
             ),
             None => p,
         };
-        self.p = p.clamp(1, 4095);
+        // 1/4096 at the ends whatever the precision: a decision costs at most 12 bits.
+        let floor = 1 << (self.precision() - 12);
+        self.p = p.clamp(floor, (1 << self.precision()) - floor);
         self.p
+    }
+
+    /// Bits of the probability [`Stage::p`] gives: 12, or 16 with `mix:fine` and the SSE maps
+    /// (without the maps the mixer's 12 bits are all there is).
+    pub fn precision(&self) -> u32 {
+        self.sse.as_ref().map_or(12, Sse::precision)
     }
 
     /// Starts loading what the next bit of this byte reads, once the current `bit` is known:
@@ -310,7 +318,7 @@ mod tests_support {
             s.set_network(&cdf);
             for k in 0..8 {
                 let bit = ((b >> (7 - k)) & 1) as u32;
-                let p = s.p() as f64 / 4096.0;
+                let p = s.p() as f64 / (1 << s.precision()) as f64;
                 bits -= (if bit == 1 { p } else { 1.0 - p }).log2();
                 s.update(bit);
             }
@@ -691,6 +699,7 @@ mod seam_tests {
                 ways: b(11) && b(2),
                 x86: b(3) && b(5),
                 partial: b(5) && b(8),
+                fine: b(5) && b(6),
                 ..MixSpec::DEFAULT
             });
         }

@@ -142,6 +142,10 @@ pub struct MixSpec {
     /// A selector by the last byte and the bits of this byte so far
     /// ([`super::base::LastBytePartial`]). At levels 4–9 from numerics 17.
     pub partial: bool,
+    /// The stage's probability goes to the coder in 16 bits rather than 12, in the same range
+    /// (1/4096 to 4095/4096): the SSE maps' outputs keep the 16 bits of their points
+    /// ([`super::sse::Sse::refine`]). In the levels from numerics 18.
+    pub fine: bool,
 }
 
 /// What `cap` sizes apart ([`MixSpec::part_bits`]): each family of tables, map or window
@@ -268,7 +272,7 @@ macro_rules! flag_key {
 }
 
 /// The keys of `mix:` in canonical order.
-pub static KEYS: [MixKey; 27] = [
+pub static KEYS: [MixKey; 28] = [
     MixKey {
         name: "orders",
         get: |m| m.orders,
@@ -457,6 +461,7 @@ pub static KEYS: [MixKey; 27] = [
     flag_key!("strings", strings, Some(0)),
     flag_key!("long", long, Some(0)),
     flag_key!("partial", partial, Some(0)),
+    flag_key!("fine", fine, Some(0)),
 ];
 
 /// The key named `name`.
@@ -562,6 +567,8 @@ impl MixSpec {
         long: true,
         // Levels 4–9 name it (src/levels.rs).
         partial: false,
+        // In the levels from numerics 18 (files of 17 and older read without it).
+        fine: true,
     };
 
     /// `self` with every key that has an implicit value ([`MixKey::implicit`]) set to it: the

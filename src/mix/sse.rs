@@ -47,6 +47,9 @@ const FIN_RATE: u32 = 5;
 /// `fin` average (measured against 2:2:4:4:4 and 1:1:2:2:2 on book1 and enwik6 prefixes).
 const FIN_WEIGHTS: [i32; 5] = [1, 1, 4, 2, 1];
 
+/// Bits of the refined probability with `mix:fine`.
+pub const FINE_BITS: u32 = 16;
+
 pub struct Sse {
     order0: Apm,
     order1: Apm,
@@ -55,6 +58,8 @@ pub struct Sse {
     /// Log2 contexts of the order-1 and order-2 maps.
     order1_bits: u32,
     order2_bits: u32,
+    /// Bits of the refined probability ([`Sse::precision`]).
+    bits: u32,
 }
 
 /// What the maps read beside the probability: the bits of the byte so far after a leading 1
@@ -82,6 +87,10 @@ impl Sse {
             }),
             order1_bits,
             order2_bits,
+            bits: match spec.fine {
+                true => FINE_BITS,
+                false => 12,
+            },
         }
     }
 
@@ -96,20 +105,31 @@ impl Sse {
             }
     }
 
-    /// The refined 12-bit probability of the mixer's `p`.
+    /// Bits of the probability [`Sse::refine`] gives: 12, or with `mix:fine` 16.
+    pub fn precision(&self) -> u32 {
+        self.bits
+    }
+
+    /// The refined probability of the mixer's 12-bit `p`, in [`Sse::precision`] bits. With
+    /// `fine` the maps' outputs keep the 16 bits of their points instead of rounding them
+    /// down to 12, and the mixer's `p` is scaled to them. Rounding down costs most where the
+    /// maps are all but sure of a 1 (a spreadsheet's empty cells, a listing's repeated
+    /// columns): 4094.9/4096 coded as 4094/4096 pays for the lost fraction on every such bit.
     pub fn refine(&mut self, p: i32, cx: &SseContext) -> i32 {
+        let bits = self.bits;
         let c0 = cx.c0 as usize;
-        let r0 = self.order0.refine(p, c0);
+        let r0 = self.order0.refine_to(p, c0, bits);
         let r1 = self
             .order1
-            .refine(p, order1_context(cx.c1, c0, self.order1_bits));
+            .refine_to(p, order1_context(cx.c1, c0, self.order1_bits), bits);
+        let scaled = p << (bits - 12);
         let Some([order2, matched]) = &mut self.fin else {
-            return (p + r0 + 2 * r1 + 2) >> 2;
+            return (scaled + r0 + 2 * r1 + 2) >> 2;
         };
-        let r2 = order2.refine(p, order2_context(cx.c2, c0, self.order2_bits));
-        let r3 = matched.refine(p, (cx.match_state << 8) | c0);
+        let r2 = order2.refine_to(p, order2_context(cx.c2, c0, self.order2_bits), bits);
+        let r3 = matched.refine_to(p, (cx.match_state << 8) | c0, bits);
         let [a, b, c, d, e] = FIN_WEIGHTS;
-        let sum = a * p + b * r0 + c * r1 + d * r2 + e * r3;
+        let sum = a * scaled + b * r0 + c * r1 + d * r2 + e * r3;
         let total = a + b + c + d + e;
         (sum + total / 2) / total
     }

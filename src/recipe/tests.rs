@@ -21,7 +21,7 @@ fn the_mix_item_parses_prints_and_edits() {
     );
     let text = r.to_text();
     assert!(
-        text.contains(" mix:orders=3,word=1,sparse=1,match=22,sse=1,table=22,rate=3,conf=1,pword=1,select=1,record=2,ext=8191,young=1,follow=1,nibble=1,settle=1,split=1,delta=1,strings=1,long=1 0..:"),
+        text.contains(" mix:orders=3,word=1,sparse=1,match=22,sse=1,table=22,rate=3,conf=1,pword=1,select=1,record=2,ext=8191,young=1,follow=1,nibble=1,settle=1,split=1,delta=1,strings=1,long=1,fine=1 0..:"),
         "{text}"
     );
     assert_eq!(Recipe::parse(&text).unwrap(), r);
@@ -76,7 +76,7 @@ fn canonical_text_of_a_level_recipe() {
     assert_eq!(
         r.to_text(),
         "mamba1 cfg:hidden=128,layers=3,intermediate=256,state=16,conv=8,dt_rank=8,ctx=14,seed=0 \
-         mix:orders=6,word=1,sparse=1,match=22,sse=1,table=23,rate=3,conf=1,pword=1,select=1,record=2,ext=8191,warm=1,young=1,follow=1,nibble=1,settle=1,split=1,delta=1,strings=1,long=1,partial=1 \
+         mix:orders=6,word=1,sparse=1,match=22,sse=1,table=23,rate=3,conf=1,pword=1,select=1,record=2,ext=8191,warm=1,young=1,follow=1,nibble=1,settle=1,split=1,delta=1,strings=1,long=1,partial=1,fine=1 \
          0..:train(scope=all,opt=adam,lr=0.0007,stride=16,bptt=16,clip=0,state=carry,b1=0,b2=0.9995,\
          eps=1e-6,b2warm=1,decay=0.0004,floor=0.3,bptt0=4,lrmul=embed*4+head*4+bias*4,\
          focus=1)"
