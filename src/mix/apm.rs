@@ -72,7 +72,7 @@ impl Apm {
     }
 
     /// The refined probability of `p` (12-bit) in context `cx`, in `bits` bits (12 to 16):
-    /// the points keep 16, so a map sure of a bit can say so past 4095/4096.
+    /// the points keep 16, and at 12 the interpolation is rounded down, by up to 1/4096.
     pub fn refine_to(&mut self, p: i32, cx: usize, bits: u32) -> i32 {
         let pos = (stretch(p) + 2048) * 32; // 0..=131040
         let lo = (pos >> 12) as usize; // 0..=31
