@@ -713,10 +713,18 @@ mod seam_tests {
         for spec in grid().into_iter().step_by(37) {
             let d = spec.declare();
             let mut s = Stage::new(&spec).unwrap();
+            // 16 bits with `fine` and the SSE maps, else 12; the range 1/4096 to 4095/4096.
+            let bits = s.precision();
+            assert_eq!(bits, if spec.fine && spec.sse { 16 } else { 12 });
+            let floor = 1 << (bits - 12);
             for &byte in &data {
                 s.set_network(&cdf);
                 for k in 0..8 {
-                    s.p();
+                    let p = s.p();
+                    assert!(
+                        (floor..=(1 << bits) - floor).contains(&p),
+                        "{p} of {bits} bits"
+                    );
                     assert_eq!(s.push.inputs().len(), d.init.len(), "{spec:?}");
                     assert_eq!(s.push.selectors().len(), d.sets.len(), "{spec:?}");
                     for (&v, &n) in s.push.selectors().iter().zip(&d.sets) {

@@ -7,6 +7,9 @@
 //! so far; their points learn by interpolation ([`Apm::update_both`]), and the output is a
 //! fixed average of all five
 //! (`FIN_WEIGHTS`).
+//!
+//! The output has 12 bits, or with `mix:fine` 16: the maps' outputs keep the 16 bits of their
+//! points and `p` is scaled to them ([`Sse::refine`]).
 
 use super::apm::Apm;
 use super::spec::{MixSpec, Part};
@@ -169,8 +172,10 @@ mod tests {
 
     #[test]
     fn the_match_map_learns_that_a_long_match_is_sure() {
+        // In 12 bits, as the margin below was set.
         let spec = |fin| MixSpec {
             fin,
+            fine: false,
             ..MixSpec::DEFAULT
         };
         let mut plain = Sse::new(&spec(false));
