@@ -15,7 +15,7 @@ use crate::format::{self, Body, FRAME_MAX, FormatError};
 use crate::mix::Stage;
 use crate::modelfile::Weights;
 use crate::predictor::{self, BytePredictor};
-use crate::recipe::Recipe;
+use crate::recipe::{Pos, Recipe};
 
 /// How far a compression or decompression has come, reported every [`PROGRESS_EVERY`] bytes and
 /// at the end of every frame.
@@ -118,6 +118,12 @@ pub struct Options<'a> {
     /// input's first bytes are x86 code ([`crate::transform::x86::detect`]); the header
     /// records the choice. Off, the recipe is as given.
     pub choose_x86: bool,
+    /// Compression: where the x86 transform is chosen by detection and the level's seeded
+    /// network is its prior's (levels 1-3), leave a fresh network untrained over the input's
+    /// first [`MACHINE_CODE_UNTRAINED`] bytes (an `infer` rule ahead of the recipe's rules, or
+    /// in their place for an input known to be no longer); the header records the choice. Off,
+    /// the recipe is as given.
+    pub choose_training: bool,
 }
 
 /// The memory decoding a member of `recipe` needs, in bytes (and encoding it, within a frame's
@@ -502,9 +508,20 @@ impl MemberEncoder {
 /// 0.5-0.8%; from 600 KB on it costs 1% (docs/experiments.md, "The prior for machine code").
 const MACHINE_CODE_PRIOR_MAX: u64 = 256 << 10;
 
+/// The first bytes of machine code on which the network does not train at levels 1-3 (where
+/// lmzip chooses, [`Options::choose_training`]). At the default level, training there cost
+/// bytes on seven x86-64 executables and libraries of 56-151 KB (0.18% in all, up to 0.4% on
+/// one) for 1.6-1.9x the time; over ten of 400 KB to 1.4 MB, training from here on wrote what
+/// training throughout wrote (+0.01% in all, −0.5% to +0.5% by file), and much less than no
+/// training (a 1 MB executable 1.2%). At levels 4-9, whose larger seeded networks start from
+/// nothing on machine code, training from the first byte pays (0.3-0.8% on four of those
+/// files), so they keep it (docs/experiments.md, "Machine code trains from 128 KiB on").
+pub const MACHINE_CODE_UNTRAINED: u64 = 128 << 10;
+
 /// `recipe` as the input's first bytes `sample` choose it (with `ended`, they are the whole
 /// input), where `options` allow: the level's prior or its seeded network, the x86 transform
-/// and its stage, and the warm start. The header records what was chosen.
+/// and its stage, the warm start, and for machine code the bytes the network does not train on.
+/// The header records what was chosen.
 fn recipe_for_input<'r>(
     recipe: &'r Recipe,
     options: &Options<'_>,
@@ -557,6 +574,18 @@ fn recipe_for_input<'r>(
         // With the stage for machine code (`x86=2`, src/mix/x86ops.rs).
         mix.x86_ops = x86.is_some();
     }
+    if options.choose_training
+        && x86.is_some()
+        && same_network
+        && matches!(recipe.base, crate::recipe::Base::Fresh { .. })
+    {
+        let schedule = &mut recipe.to_mut().schedule;
+        match len {
+            // All of a shorter input is untrained: one rule, the header's shortest.
+            Some(n) if n <= MACHINE_CODE_UNTRAINED => *schedule = vec![untrained_rule(Pos::End)],
+            _ => schedule.insert(0, untrained_rule(Pos::Bytes(MACHINE_CODE_UNTRAINED))),
+        }
+    }
     // The warm start was learned on text and code; on most binaries it helps too (sum −1.1%,
     // geo.protodata −0.8%, ptt5 +0.2%), but x86 executables lose by it (/usr/bin/ls +1.3%).
     if options.choose_warm
@@ -571,6 +600,18 @@ fn recipe_for_input<'r>(
         crate::mix::warm::settle_with_x86(mix, !options.choose_warm);
     }
     recipe
+}
+
+/// The rule that leaves machine code's first bytes untrained: `infer` up to `end`.
+fn untrained_rule(end: Pos) -> crate::recipe::Rule {
+    use crate::recipe::{Action, Body, Rule, Span};
+    Rule {
+        span: Span {
+            start: Pos::Bytes(0),
+            end,
+        },
+        body: Body::Action(Action::Infer),
+    }
 }
 
 /// Compresses all of `input` into `output` as one `.lmz` stream, through a [`MemberEncoder`].

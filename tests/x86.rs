@@ -237,10 +237,13 @@ fn machine_code_takes_the_prior_where_the_network_is_the_same() {
         let recipe = recipe_of(&packed);
         assert!(recipe.mix.unwrap().x86_ops, "level {level}");
         assert_eq!(recipe.config().prior() != 0, prior, "level {level}");
-        let text = lmzip::levels::recipe(ModelKind::Mamba1, level);
         let seeded = lmzip::levels::seeded_recipe(ModelKind::Mamba1, level);
-        let like = if prior { &text } else { &seeded };
-        assert_eq!(recipe.schedule, like.schedule, "level {level}");
+        match prior {
+            // At levels 1-3 the network does not train on machine code's first 128 KiB: all of
+            // these bytes (the training it takes after them is below).
+            true => assert_eq!(recipe.schedule.len(), 1, "level {level}"),
+            false => assert_eq!(recipe.schedule, seeded.schedule, "level {level}"),
+        }
         assert_eq!(lmzip::decompress(&packed).unwrap(), exe, "level {level}");
     }
     // Text-free binary data that is not machine code keeps the seeded network.
@@ -261,6 +264,80 @@ fn machine_code_takes_the_prior_where_the_network_is_the_same() {
         };
         let (_, summary) = codec::compress_bytes_with(&text, &options, &exe[..3000]).unwrap();
         assert_eq!(summary.recipe.config().prior() != 0, prior, "{known}");
+        let like = if prior { &text } else { &seeded };
+        assert_eq!(summary.recipe.schedule, like.schedule, "{known}");
+    }
+}
+
+/// The network does not train on machine code's first 128 KiB: an input known to be no
+/// longer is coded with one rule, `infer` throughout (so with the coder words that the level's
+/// rules would not give); a longer one has `infer` over them ahead of the level's rules. Input
+/// that is not machine code, and a recipe or command line that says how to train, train from
+/// the first byte as the recipe says.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn machine_code_is_not_trained_over_its_first_128_kib() {
+    use lmzip::recipe::{Action, Body, Pos, Rule, Span};
+    let exe = this_executable();
+    let exe = &exe[..30_000];
+    let options = lmzip::Options::new().level(1);
+    let packed = lmzip::compress(exe, &options).unwrap();
+    assert_eq!(lmzip::decompress(&packed).unwrap(), exe);
+    let recipe = recipe_of(&packed);
+    let infer = |end| Rule {
+        span: Span {
+            start: Pos::Bytes(0),
+            end,
+        },
+        body: Body::Action(Action::Infer),
+    };
+    assert_eq!(recipe.schedule, [infer(Pos::End)]);
+    let level = lmzip::levels::recipe(ModelKind::Mamba1, 1);
+    let trained = Recipe {
+        schedule: level.schedule.clone(),
+        ..recipe.clone()
+    };
+    let words = |r: &Recipe| codec::frame_words(r, &Options::default(), exe).unwrap();
+    assert!(words(&recipe) != words(&trained));
+    // Known to be longer: untrained up to 128 KiB, then the level's rules.
+    let seeded = lmzip::levels::seeded_recipe(ModelKind::Mamba1, 1);
+    let longer = Options {
+        choose_prior: true,
+        choose_x86: true,
+        choose_training: true,
+        seeded: Some(&seeded),
+        known_len: Some(codec::MACHINE_CODE_UNTRAINED + 1),
+        ..Options::default()
+    };
+    let (_, summary) = codec::compress_bytes_with(&level, &longer, exe).unwrap();
+    let until = Pos::Bytes(codec::MACHINE_CODE_UNTRAINED);
+    assert_eq!(summary.recipe.schedule[0], infer(until));
+    assert_eq!(summary.recipe.schedule[1..], level.schedule);
+    // Over the bytes it leaves untrained, the rule codes as `infer` throughout does.
+    let throughout = Recipe {
+        schedule: vec![infer(Pos::End)],
+        ..summary.recipe.clone()
+    };
+    assert!(words(&summary.recipe) == words(&throughout));
+    // Text, and a recipe with rules of its own, keep the level's training from the start.
+    let first_rule = |data: &[u8], options: &lmzip::Options| {
+        let packed = lmzip::compress(data, options).unwrap();
+        recipe_of(&packed).schedule[0].clone()
+    };
+    assert_eq!(first_rule(&text(3000), &options), level.schedule[0]);
+    let own = options.clone().recipe("0..:train(lr=0.003)");
+    let rule = first_rule(exe, &own);
+    assert_eq!(rule.span.start, Pos::Bytes(0));
+    assert!(matches!(rule.body, Body::Action(Action::Train(_))));
+    // On the command line, so does a training knob.
+    let dir = tempfile::tempdir().unwrap();
+    for (args, untrained) in [(&[][..], true), (&["--lr", "0.003"][..], false)] {
+        let mut all = vec!["compress", "-c", "-1"];
+        all.extend_from_slice(args);
+        let out = run(dir.path(), &all, exe);
+        assert_ok(&out);
+        let body = &recipe_of(&out.stdout).schedule[0].body;
+        assert_eq!(*body == Body::Action(Action::Infer), untrained, "{args:?}");
     }
 }
 

@@ -93,6 +93,7 @@ impl<R: Read> Decoder<R> {
             seeded: None,
             choose_warm: false,
             choose_x86: false,
+            choose_training: false,
         };
         let stream = &mut self.stream;
         let frame = &mut self.frame;

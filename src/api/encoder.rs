@@ -113,7 +113,9 @@ pub(crate) fn in_pool<T>(pool: &Option<Pool>, f: impl FnOnce() -> T) -> T {
 /// Compresses `data` in one call; the announced length is `data`'s. It writes what the command
 /// line writes for the same options and input: by the input's first bytes it takes the level's
 /// seeded network where the level's prior does not suit them, and the x86 transform for x86
-/// code, unless the recipe text names the prior, the warm start or the transform.
+/// code, unless the recipe text names the prior, the warm start or the transform; at levels
+/// 1-3 the network does not train on x86 code's first 128 KiB
+/// ([`crate::codec::MACHINE_CODE_UNTRAINED`]) unless the recipe text gives rules.
 ///
 /// ```
 /// let data = b"to be or not to be";
@@ -141,13 +143,15 @@ pub fn compress(data: &[u8], options: &Options) -> Result<Vec<u8>, Error> {
     Ok(packed)
 }
 
-/// Whether the input's first bytes choose the recipe's prior, warm start and x86 transform.
+/// Whether the input's first bytes choose the recipe's prior, warm start, x86 transform and
+/// machine code's untrained start.
 enum Choice<'a> {
     /// The recipe stays as it is (the streaming encoder, whose header goes out first).
     AsGiven,
     /// As on the command line (the one call, which sees the input first): the level's seeded
     /// recipe, if there is one to choose, where the prior does not suit the input, and the warm
-    /// start and the x86 transform unless the recipe text names them.
+    /// start and the x86 transform unless the recipe text names them, and machine code's
+    /// untrained start unless it gives rules.
     ByInput {
         seeded: Option<&'a crate::recipe::Recipe>,
     },
@@ -173,5 +177,6 @@ fn codec_options<'a>(
         seeded,
         choose_warm: chooses && !options.recipe_names("warm="),
         choose_x86: chooses && !options.recipe_names("x86="),
+        choose_training: chooses && !options.recipe_gives_rules(),
     }
 }

@@ -145,6 +145,13 @@ impl Options {
         self.recipe.as_deref().is_some_and(|t| t.contains(key))
     }
 
+    /// Whether the recipe text gives rules of its own (how the network trains).
+    pub(crate) fn recipe_gives_rules(&self) -> bool {
+        self.recipe
+            .as_deref()
+            .is_some_and(crate::recipe::names_rules)
+    }
+
     /// The announced length, if any.
     pub(crate) fn announced_len(&self) -> Option<u64> {
         self.size

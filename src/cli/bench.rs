@@ -135,6 +135,7 @@ fn measure(path: &Path, data: &[u8], kind: ModelKind, level: u8, v: Verbosity) -
         seeded: seeded.as_ref(),
         choose_warm: true,
         choose_x86: true,
+        choose_training: true,
     };
     let total = Some(data.len() as u64);
 

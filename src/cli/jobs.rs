@@ -39,6 +39,9 @@ pub struct Shared {
     choose_warm: bool,
     /// Whether the x86 transform is chosen by detection ([`crate::transform::x86::detect`]).
     choose_x86: bool,
+    /// Whether machine code's first bytes are left untrained
+    /// ([`crate::codec::MACHINE_CODE_UNTRAINED`]).
+    choose_training: bool,
     /// `--memory`.
     memory_limit: Option<u64>,
     /// `list` has printed its header line.
@@ -78,14 +81,15 @@ impl Shared {
                 .map_err(|e| (USAGE_STATUS, e))?,
             _ => None,
         };
-        let (fit, choose_prior, choose_warm, choose_x86) = match &settings.job {
+        let (fit, choose_prior, choose_warm, choose_x86, choose_training) = match &settings.job {
             Job::Compress { plan, .. } => (
                 plan.fits(),
                 plan.chooses_prior(),
                 plan.chooses_warm(),
                 plan.chooses_x86(),
+                plan.chooses_training(),
             ),
-            _ => (false, false, false, false),
+            _ => (false, false, false, false, false),
         };
         Ok(Shared {
             weights,
@@ -95,6 +99,7 @@ impl Shared {
             seeded,
             choose_warm,
             choose_x86,
+            choose_training,
             memory_limit: settings.memory_limit,
             listed: std::cell::Cell::new(false),
             list_totals: std::cell::Cell::default(),
@@ -112,6 +117,7 @@ impl Shared {
             seeded: self.seeded.as_ref(),
             choose_warm: self.choose_warm,
             choose_x86: self.choose_x86,
+            choose_training: self.choose_training,
         }
     }
 }

@@ -199,6 +199,21 @@ impl RecipePlan {
             && !self.text.as_deref().is_some_and(|t| t.contains("x86="))
     }
 
+    /// Whether machine code's first bytes may be left untrained
+    /// ([`crate::codec::MACHINE_CODE_UNTRAINED`]): unless a training knob (`--optimizer`,
+    /// `--lr`, `--scope`, `--bptt`, `--stride`, `--clip`) or the recipe text's rules say how
+    /// the network trains.
+    pub fn chooses_training(&self) -> bool {
+        let k = &self.knobs;
+        let knob = k.optimizer.is_some()
+            || k.lr.is_some()
+            || k.scope.is_some()
+            || k.bptt.is_some()
+            || k.stride.is_some()
+            || k.clip.is_some();
+        !knob && !self.text.as_deref().is_some_and(recipe::names_rules)
+    }
+
     /// The `file:PATH` of the recipe text, if it has one.
     fn file_in_text(&self) -> Option<PathBuf> {
         self.text

@@ -39,7 +39,7 @@ pub use crate::train::rate::{Curve, RateSchedule};
 pub use crate::train::tbptt::LiveState;
 
 pub use memory::working_floats;
-pub use parse::{declared_kind, file_path, names_stage_sizes};
+pub use parse::{declared_kind, file_path, names_rules, names_stage_sizes};
 pub use print::print_action;
 pub use syntax::{RecipeError, hex};
 pub use train::{

@@ -94,6 +94,17 @@ pub fn names_stage_sizes(text: &str) -> bool {
     }
 }
 
+/// Whether a text gives rules of its own (a schedule: `0..:train(...)`, `0..:infer`): a run
+/// then trains as they say rather than as lmzip chooses for its input. A text that does not
+/// parse gives none (its error comes where it is applied).
+pub fn names_rules(text: &str) -> bool {
+    let kind = declared_kind(text).unwrap_or(ModelKind::Mamba1);
+    matches!(
+        Parser::new(text, false).parse(kind),
+        Ok(Fragment { rules: Some(_), .. })
+    )
+}
+
 /// Parses a complete recipe (every key given), as headers store it.
 pub fn parse_complete(text: &str) -> Result<Recipe, RecipeError> {
     let p = Parser::new(text, true);

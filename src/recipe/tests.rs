@@ -816,3 +816,26 @@ fn focus_reads_prints_and_weighs_by_the_coded_bits() {
     assert_eq!(spec(1.0).loss_weight(None), 1.0);
     assert_eq!(spec(0.0).loss_weight(Some(0.01)), 1.0);
 }
+
+/// A text gives rules of its own when it has a schedule, whatever else it edits; one that does
+/// not parse gives none.
+#[test]
+fn a_text_names_rules_when_it_has_a_schedule() {
+    for text in [
+        "0..:infer",
+        "0..:train(lr=0.003)",
+        "cfg:hidden=32 mix:table=16 0..50%:train 50%..:infer",
+        "mamba1 0..:repeat(4K:train,12K:infer)",
+    ] {
+        assert!(names_rules(text), "{text}");
+    }
+    for text in [
+        "",
+        "cfg:hidden=32",
+        "mix:table=16",
+        "rwkv7 cfg:layers=2",
+        "0..:frobnicate",
+    ] {
+        assert!(!names_rules(text), "{text}");
+    }
+}
