@@ -119,10 +119,10 @@ pub struct Options<'a> {
     /// records the choice. Off, the recipe is as given.
     pub choose_x86: bool,
     /// Compression: where the x86 transform is chosen by detection and the level's seeded
-    /// network is its prior's (levels 1-3), leave a fresh network untrained over the input's
-    /// first [`MACHINE_CODE_UNTRAINED`] bytes (an `infer` rule ahead of the recipe's rules, or
-    /// in their place for an input known to be no longer); the header records the choice. Off,
-    /// the recipe is as given.
+    /// network is its prior's (levels 1-3), unless the model is saved (`save_model`), leave a
+    /// fresh network untrained over the input's first [`MACHINE_CODE_UNTRAINED`] bytes (an
+    /// `infer` rule ahead of the recipe's rules, or in their place for an input known to be no
+    /// longer); the header records the choice. Off, the recipe is as given.
     pub choose_training: bool,
 }
 
@@ -574,7 +574,9 @@ fn recipe_for_input<'r>(
         // With the stage for machine code (`x86=2`, src/mix/x86ops.rs).
         mix.x86_ops = x86.is_some();
     }
+    // A run that saves its model is there to train it.
     if options.choose_training
+        && !options.save_model
         && x86.is_some()
         && same_network
         && matches!(recipe.base, crate::recipe::Base::Fresh { .. })

@@ -319,6 +319,13 @@ fn machine_code_is_not_trained_over_its_first_128_kib() {
         ..summary.recipe.clone()
     };
     assert!(words(&summary.recipe) == words(&throughout));
+    // A run that saves its model trains it from the first byte.
+    let saving = Options {
+        save_model: true,
+        ..longer
+    };
+    let (_, summary) = codec::compress_bytes_with(&level, &saving, exe).unwrap();
+    assert_eq!(summary.recipe.schedule, level.schedule);
     // Text, and a recipe with rules of its own, keep the level's training from the start.
     let first_rule = |data: &[u8], options: &lmzip::Options| {
         let packed = lmzip::compress(data, options).unwrap();
