@@ -118,9 +118,10 @@ pub struct Options<'a> {
     /// input's first bytes are x86 code ([`crate::transform::x86::detect`]); the header
     /// records the choice. Off, the recipe is as given.
     pub choose_x86: bool,
-    /// Compression: where the x86 transform is chosen by detection and the level's seeded
-    /// network is its prior's (levels 1-3), unless the model is saved (`save_model`), leave a
-    /// fresh network untrained over the input's first [`MACHINE_CODE_UNTRAINED`] bytes (an
+    /// Compression: where the x86 transform is chosen by detection for a program or shared
+    /// library ([`crate::transform::x86::is_program`]) and the level's seeded network is its
+    /// prior's (levels 1-3), unless the model is saved (`save_model`), leave a fresh network
+    /// untrained over the input's first [`MACHINE_CODE_UNTRAINED`] bytes (an
     /// `infer` rule ahead of the recipe's rules, or in their place for an input known to be no
     /// longer); the header records the choice. Off, the recipe is as given.
     pub choose_training: bool,
@@ -515,7 +516,9 @@ const MACHINE_CODE_PRIOR_MAX: u64 = 256 << 10;
 /// training throughout wrote (+0.01% in all, −0.5% to +0.5% by file), and much less than no
 /// training (a 1 MB executable 1.2%). At levels 4-9, whose larger seeded networks start from
 /// nothing on machine code, training from the first byte pays (0.3-0.8% on four of those
-/// files), so they keep it (docs/experiments.md, "Machine code trains from 128 KiB on").
+/// files), so they keep it; so do archives of object files, whose symbols and relocations pay
+/// for training (0.1-1.2% on six), which is why the rule asks for a program's or shared
+/// library's header (docs/experiments.md, "Machine code trains from 128 KiB on").
 pub const MACHINE_CODE_UNTRAINED: u64 = 128 << 10;
 
 /// `recipe` as the input's first bytes `sample` choose it (with `ended`, they are the whole
@@ -578,6 +581,7 @@ fn recipe_for_input<'r>(
     if options.choose_training
         && !options.save_model
         && x86.is_some()
+        && crate::transform::x86::is_program(sample)
         && same_network
         && matches!(recipe.base, crate::recipe::Base::Fresh { .. })
     {

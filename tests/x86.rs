@@ -272,8 +272,8 @@ fn machine_code_takes_the_prior_where_the_network_is_the_same() {
 /// The network does not train on machine code's first 128 KiB: an input known to be no
 /// longer is coded with one rule, `infer` throughout (so with the coder words that the level's
 /// rules would not give); a longer one has `infer` over them ahead of the level's rules. Input
-/// that is not machine code, and a recipe or command line that says how to train, train from
-/// the first byte as the recipe says.
+/// that is not a program's machine code, and a recipe or command line that says how to train,
+/// train from the first byte as the recipe says.
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn machine_code_is_not_trained_over_its_first_128_kib() {
@@ -332,6 +332,10 @@ fn machine_code_is_not_trained_over_its_first_128_kib() {
         recipe_of(&packed).schedule[0].clone()
     };
     assert_eq!(first_rule(&text(3000), &options), level.schedule[0]);
+    // So does code without a program's header (as archives of object files are: their
+    // symbols and relocations pay for training).
+    assert!(chooses(&code(20_000)));
+    assert_eq!(first_rule(&code(20_000), &options), level.schedule[0]);
     let own = options.clone().recipe("0..:train(lr=0.003)");
     let rule = first_rule(exe, &own);
     assert_eq!(rule.span.start, Pos::Bytes(0));

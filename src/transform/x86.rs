@@ -383,6 +383,25 @@ fn header_machine(s: &[u8]) -> Option<bool> {
     None
 }
 
+/// Whether `sample` starts with the header of an x86 or x86-64 program or shared library: a PE
+/// or Mach-O file, or an ELF file of type `ET_EXEC` or `ET_DYN` (not a relocatable object,
+/// nor an archive of them, whose symbols and relocations outweigh their code).
+pub fn is_program(sample: &[u8]) -> bool {
+    if header_machine(sample) != Some(true) {
+        return false;
+    }
+    if !sample.starts_with(b"\x7fELF") {
+        return true;
+    }
+    // e_type at 16, in the file's byte order.
+    let at = |i: usize| sample.get(i).copied().unwrap_or(0) as u16;
+    let e_type = match sample.get(5) {
+        Some(2) => at(16) << 8 | at(17),
+        _ => at(17) << 8 | at(16),
+    };
+    matches!(e_type, 2 | 3) // ET_EXEC, ET_DYN
+}
+
 /// Where to apply the transform to an input that starts with `sample` (its first [`SAMPLE`]
 /// bytes, or all of it), if it is x86 or x86-64 code: an executable's header naming such a
 /// machine (an ELF's executable segments when its program headers say where they are, else
@@ -656,6 +675,33 @@ mod tests {
         // Program headers beyond the sample: the whole input.
         elf[0x20] = 0xFF;
         assert_eq!(detect(&elf), Some(Region::ALL));
+    }
+
+    /// Programs and shared libraries by their headers; not relocatable objects, other
+    /// machines, or code without a header.
+    #[test]
+    fn programs_by_their_headers() {
+        let mut elf = vec![0u8; 64];
+        elf[..4].copy_from_slice(b"\x7fELF");
+        elf[5] = 1;
+        elf[18] = 62;
+        for (e_type, program) in [(1, false), (2, true), (3, true), (4, false)] {
+            elf[16] = e_type;
+            assert_eq!(is_program(&elf), program, "{e_type}");
+        }
+        // Big-endian: the type's low byte last.
+        elf[5] = 2;
+        (elf[16], elf[17], elf[18], elf[19]) = (0, 3, 0, 3);
+        assert!(is_program(&elf));
+        elf[19] = 183; // AArch64
+        assert!(!is_program(&elf));
+        let mut pe = vec![0u8; 0x100];
+        pe[..2].copy_from_slice(b"MZ");
+        pe[0x3C] = 0x80;
+        pe[0x80..0x84].copy_from_slice(b"PE\0\0");
+        pe[0x84..0x86].copy_from_slice(&0x8664u16.to_le_bytes());
+        assert!(is_program(&pe));
+        assert!(!is_program(b"!<arch>\n"));
     }
 
     #[test]
