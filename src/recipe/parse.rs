@@ -82,9 +82,8 @@ pub fn file_path(text: &str) -> Option<&str> {
 /// a run then keeps the sizes it has rather than fitting the stage to its input
 /// (src/fit.rs). A text that does not parse gives none (its error comes where it is applied).
 pub fn names_stage_sizes(text: &str) -> bool {
-    let kind = declared_kind(text).unwrap_or(ModelKind::Mamba1);
-    match Parser::new(text, false).parse(kind) {
-        Ok(Fragment {
+    match fragment(text) {
+        Some(Fragment {
             mix: Some((MixItem::Keys(keys), _)),
             ..
         }) => keys
@@ -98,11 +97,13 @@ pub fn names_stage_sizes(text: &str) -> bool {
 /// then trains as they say rather than as lmzip chooses for its input. A text that does not
 /// parse gives none (its error comes where it is applied).
 pub fn names_rules(text: &str) -> bool {
+    matches!(fragment(text), Some(Fragment { rules: Some(_), .. }))
+}
+
+/// What an edit text gives, for the questions above; `None` when it does not parse.
+fn fragment(text: &str) -> Option<Fragment> {
     let kind = declared_kind(text).unwrap_or(ModelKind::Mamba1);
-    matches!(
-        Parser::new(text, false).parse(kind),
-        Ok(Fragment { rules: Some(_), .. })
-    )
+    Parser::new(text, false).parse(kind).ok()
 }
 
 /// Parses a complete recipe (every key given), as headers store it.

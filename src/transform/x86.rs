@@ -355,18 +355,13 @@ fn elf_code(s: &[u8]) -> Option<Region> {
 /// start with such a header.
 fn header_machine(s: &[u8]) -> Option<bool> {
     let u16le = |at: usize| s.get(at..at + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
-    let u16be = |at: usize| s.get(at..at + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
     let u32le = |at: usize| {
         s.get(at..at + 4)
             .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     };
     if s.starts_with(b"\x7fELF") {
-        // e_machine at 18, in the file's byte order (EI_DATA: 1 little, 2 big).
-        let machine = match s.get(5) {
-            Some(1) => u16le(18)?,
-            Some(2) => u16be(18)?,
-            _ => return None,
-        };
+        // e_machine at 18.
+        let machine = elf_half(s, 18)?;
         return Some(matches!(machine, 3 | 6 | 62)); // EM_386, EM_486, EM_X86_64
     }
     if s.starts_with(b"MZ") {
@@ -393,13 +388,19 @@ pub fn is_program(sample: &[u8]) -> bool {
     if !sample.starts_with(b"\x7fELF") {
         return true;
     }
-    // e_type at 16, in the file's byte order.
-    let at = |i: usize| sample.get(i).copied().unwrap_or(0) as u16;
-    let e_type = match sample.get(5) {
-        Some(2) => at(16) << 8 | at(17),
-        _ => at(17) << 8 | at(16),
-    };
-    matches!(e_type, 2 | 3) // ET_EXEC, ET_DYN
+    // e_type at 16.
+    matches!(elf_half(sample, 16), Some(2 | 3)) // ET_EXEC, ET_DYN
+}
+
+/// The 16-bit field of an ELF header at `at`, in the file's byte order (EI_DATA: 1 little,
+/// 2 big); `None` for another order or a header shorter than the field.
+fn elf_half(s: &[u8], at: usize) -> Option<u16> {
+    let b = s.get(at..at + 2)?;
+    match s.get(5) {
+        Some(1) => Some(u16::from_le_bytes([b[0], b[1]])),
+        Some(2) => Some(u16::from_be_bytes([b[0], b[1]])),
+        _ => None,
+    }
 }
 
 /// Where to apply the transform to an input that starts with `sample` (its first [`SAMPLE`]
@@ -643,15 +644,21 @@ mod tests {
         }
     }
 
-    #[test]
-    fn an_elf_names_its_code() {
-        // ELF64, little-endian, x86-64, two program headers at 64: a read-only segment, then
-        // the executable one at 0x1000.
-        let mut elf = vec![0u8; 64 + 2 * 56];
+    /// `len` bytes that start with the header of a little-endian ELF64 for x86-64, the rest
+    /// zero (no program headers).
+    fn x86_64_elf(len: usize) -> Vec<u8> {
+        let mut elf = vec![0u8; len];
         elf[..4].copy_from_slice(b"\x7fELF");
         elf[4] = 2;
         elf[5] = 1;
         elf[18] = 62;
+        elf
+    }
+
+    #[test]
+    fn an_elf_names_its_code() {
+        // Two program headers at 64: a read-only segment, then the executable one at 0x1000.
+        let mut elf = x86_64_elf(64 + 2 * 56);
         elf[0x20] = 64;
         elf[0x36] = 56;
         elf[0x38] = 2;
@@ -681,10 +688,7 @@ mod tests {
     /// machines, or code without a header.
     #[test]
     fn programs_by_their_headers() {
-        let mut elf = vec![0u8; 64];
-        elf[..4].copy_from_slice(b"\x7fELF");
-        elf[5] = 1;
-        elf[18] = 62;
+        let mut elf = x86_64_elf(64);
         for (e_type, program) in [(1, false), (2, true), (3, true), (4, false)] {
             elf[16] = e_type;
             assert_eq!(is_program(&elf), program, "{e_type}");
@@ -706,10 +710,7 @@ mod tests {
 
     #[test]
     fn detection() {
-        let mut elf = vec![0u8; 64];
-        elf[..4].copy_from_slice(b"\x7fELF");
-        elf[5] = 1;
-        elf[18] = 62;
+        let mut elf = x86_64_elf(64);
         assert_eq!(detect(&elf), Some(Region::ALL));
         elf[18] = 183; // AArch64
         assert_eq!(detect(&elf), None);
